@@ -1,0 +1,31 @@
+"""whale_jax: joint optimization of an LLM agent's weights and its harness, in JAX."""
+import setuptools
+
+setuptools.setup(
+    name="whale_jax",
+    version="0.1.0",
+    description="Jointly optimize an LLM agent's weights and its harness program, in JAX.",
+    packages=setuptools.find_packages(include=["whale_jax", "whale_jax.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "jax>=0.10",
+        "jaxlib>=0.10",
+        "numpy",
+        "ml_dtypes",
+        "optax",
+        "orbax-checkpoint",
+        "flax",
+        "transformers>=4.50",
+        "tokenizers",
+        "sentencepiece",
+        "safetensors>=0.4",
+        "tensorstore",
+        "absl-py",
+        "ml-collections",
+        "jinja2",
+    ],
+    extras_require={
+        # torch is only the reference for parity tests; torch==2.13.0 is the CPU wheel.
+        "test": ["pytest", "torch==2.13.0"],
+    },
+)

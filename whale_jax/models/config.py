@@ -1,0 +1,227 @@
+"""ModelConfig: the shape and numerics of one decoder, validated once at construction.
+
+Field names are the ones used everywhere else: config files (`config.model`), the params
+tree and metrics. `from_hf_dict` / `to_hf_dict` translate to and from a `transformers`
+`config.json`.
+"""
+import dataclasses
+import math
+from typing import Any
+
+import jax.numpy as jnp
+
+SUPPORTED_MODEL_TYPES = ("qwen3", "qwen2", "llama")
+SUPPORTED_ROPE_TYPES = ("default", "llama3")
+SUPPORTED_DTYPES = ("float32", "bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """A decoder-only transformer: Qwen3, Qwen2/2.5 or Llama 3 style.
+
+  Attributes:
+    model_type: "qwen3" (q/k RMSNorm), "qwen2" (bias on query/key/value) or "llama".
+    vocab_size, num_layers, embed_dim, mlp_dim, num_heads, num_kv_heads, head_dim: shapes.
+      head_dim need not equal embed_dim // num_heads.
+    rope_theta: RoPE base frequency.
+    rope_type: "default" or "llama3" (frequency-dependent scaling for long context).
+    rope_factor, rope_low_frequency_factor, rope_high_frequency_factor,
+      rope_original_max_positions: Llama 3 scaling parameters (ignored for "default").
+    rms_norm_eps: epsilon inside every RMSNorm.
+    tie_embeddings: logits use the input embedding matrix instead of a separate unembedding.
+    qk_norm: RMSNorm over head_dim on queries and keys before RoPE (Qwen3).
+    qkv_bias: bias on the query, key and value projections (Qwen2).
+    output_bias: bias on the attention output projection (Llama `attention_bias=True`).
+    max_position_embeddings: recorded for export; not a limit inside whale_jax.
+    param_dtype: dtype the parameters are stored in.
+    compute_dtype: dtype of activations and matmuls. Attention logits, softmax, RMSNorm
+      statistics and the returned logits are float32 whatever this is.
+    bos_token_id, eos_token_ids, pad_token_id: special ids recorded from the checkpoint.
+  """
+  vocab_size: int
+  num_layers: int
+  embed_dim: int
+  mlp_dim: int
+  num_heads: int
+  num_kv_heads: int
+  head_dim: int
+  model_type: str = "qwen3"
+  rope_theta: float = 1_000_000.0
+  rope_type: str = "default"
+  rope_factor: float = 1.0
+  rope_low_frequency_factor: float = 1.0
+  rope_high_frequency_factor: float = 4.0
+  rope_original_max_positions: int = 8192
+  rms_norm_eps: float = 1e-6
+  tie_embeddings: bool = True
+  qk_norm: bool = True
+  qkv_bias: bool = False
+  output_bias: bool = False
+  max_position_embeddings: int = 32_768
+  param_dtype: str = "float32"
+  compute_dtype: str = "float32"
+  bos_token_id: int | None = None
+  eos_token_ids: tuple[int, ...] = ()
+  pad_token_id: int | None = None
+
+  def __post_init__(self):
+    for name in ("vocab_size", "num_layers", "embed_dim", "mlp_dim", "num_heads",
+                 "num_kv_heads", "head_dim"):
+      value = getattr(self, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"ModelConfig.{name}={value!r} must be a positive integer.")
+    if self.model_type not in SUPPORTED_MODEL_TYPES:
+      raise ValueError(f"ModelConfig.model_type={self.model_type!r} is not supported; "
+                       f"use one of {SUPPORTED_MODEL_TYPES}.")
+    if self.num_heads % self.num_kv_heads:
+      raise ValueError(
+          f"ModelConfig.num_heads={self.num_heads} is not a multiple of num_kv_heads="
+          f"{self.num_kv_heads}; grouped-query attention needs num_heads = G * num_kv_heads.")
+    if self.head_dim % 2:
+      raise ValueError(f"ModelConfig.head_dim={self.head_dim} must be even for RoPE.")
+    if self.rope_type not in SUPPORTED_ROPE_TYPES:
+      raise ValueError(f"ModelConfig.rope_type={self.rope_type!r} is not supported; "
+                       f"use one of {SUPPORTED_ROPE_TYPES}.")
+    for name in ("param_dtype", "compute_dtype"):
+      if getattr(self, name) not in SUPPORTED_DTYPES:
+        raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not supported; "
+                         f"use one of {SUPPORTED_DTYPES}.")
+    if not isinstance(self.eos_token_ids, tuple):
+      object.__setattr__(self, "eos_token_ids", tuple(self.eos_token_ids))
+
+  @property
+  def param_jnp_dtype(self):
+    return jnp.dtype(self.param_dtype)
+
+  @property
+  def compute_jnp_dtype(self):
+    return jnp.dtype(self.compute_dtype)
+
+  def replace(self, **changes) -> "ModelConfig":
+    return dataclasses.replace(self, **changes)
+
+  def num_params(self) -> int:
+    """Number of parameters, counting a tied embedding once."""
+    attention = self.embed_dim * self.head_dim * (2 * self.num_heads + 2 * self.num_kv_heads)
+    if self.qkv_bias:
+      attention += self.head_dim * (self.num_heads + 2 * self.num_kv_heads)
+    if self.output_bias:
+      attention += self.embed_dim
+    if self.qk_norm:
+      attention += 2 * self.head_dim
+    layer = attention + 3 * self.embed_dim * self.mlp_dim + 2 * self.embed_dim
+    embeddings = self.vocab_size * self.embed_dim * (1 if self.tie_embeddings else 2)
+    return self.num_layers * layer + embeddings + self.embed_dim
+
+  @classmethod
+  def from_hf_dict(cls, hf: dict[str, Any], **overrides) -> "ModelConfig":
+    """Builds a config from a `transformers` config.json dict; raises on what is unsupported."""
+    model_type = hf.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+      raise ValueError(
+          f"config.json has model_type={model_type!r}, which whale_jax cannot load. "
+          f"Supported model types: {', '.join(SUPPORTED_MODEL_TYPES)}.")
+    if hf.get("mlp_bias"):
+      raise ValueError("config.json sets mlp_bias=true, which whale_jax does not support.")
+    if hf.get("hidden_act", "silu") != "silu":
+      raise ValueError(f"config.json has hidden_act={hf['hidden_act']!r}; only 'silu' "
+                       "(SwiGLU) is supported.")
+    if model_type == "qwen2" and hf.get("use_sliding_window"):
+      raise ValueError("config.json sets use_sliding_window=true; sliding-window attention "
+                       "is not supported. Set it to false to load the model with full attention.")
+    if model_type == "qwen3" and hf.get("use_sliding_window"):
+      raise ValueError("config.json sets use_sliding_window=true; sliding-window attention "
+                       "is not supported. Set it to false to load the model with full attention.")
+    num_heads = hf["num_attention_heads"]
+    rope = hf.get("rope_scaling") or hf.get("rope_parameters") or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default")) or "default"
+    if rope_type not in SUPPORTED_ROPE_TYPES:
+      raise ValueError(f"config.json has rope type {rope_type!r}; supported: "
+                       f"{SUPPORTED_ROPE_TYPES}.")
+    rope_theta = rope.get("rope_theta", hf.get("rope_theta", 10_000.0))
+    eos = hf.get("eos_token_id")
+    eos_token_ids = () if eos is None else tuple(eos) if isinstance(eos, list) else (eos,)
+    attention_bias = bool(hf.get("attention_bias", False))
+    fields = dict(
+        model_type=model_type,
+        vocab_size=hf["vocab_size"],
+        num_layers=hf["num_hidden_layers"],
+        embed_dim=hf["hidden_size"],
+        mlp_dim=hf["intermediate_size"],
+        num_heads=num_heads,
+        num_kv_heads=hf.get("num_key_value_heads") or num_heads,
+        head_dim=hf.get("head_dim") or hf["hidden_size"] // num_heads,
+        rope_theta=float(rope_theta),
+        rope_type=rope_type,
+        rope_factor=float(rope.get("factor", 1.0)),
+        rope_low_frequency_factor=float(rope.get("low_freq_factor", 1.0)),
+        rope_high_frequency_factor=float(rope.get("high_freq_factor", 4.0)),
+        rope_original_max_positions=int(rope.get("original_max_position_embeddings", 8192)),
+        rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+        tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        qk_norm=model_type == "qwen3",
+        qkv_bias=model_type == "qwen2" or attention_bias,
+        output_bias=model_type != "qwen2" and attention_bias,
+        max_position_embeddings=int(hf.get("max_position_embeddings", 32_768)),
+        bos_token_id=hf.get("bos_token_id"),
+        eos_token_ids=eos_token_ids,
+        pad_token_id=hf.get("pad_token_id"),
+    )
+    fields.update(overrides)
+    return cls(**fields)
+
+  def to_hf_dict(self) -> dict[str, Any]:
+    """The `transformers` config.json for this model (float dtype = param_dtype)."""
+    architectures = {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                     "llama": "LlamaForCausalLM"}
+    hf = dict(
+        architectures=[architectures[self.model_type]],
+        model_type=self.model_type,
+        vocab_size=self.vocab_size,
+        num_hidden_layers=self.num_layers,
+        hidden_size=self.embed_dim,
+        intermediate_size=self.mlp_dim,
+        num_attention_heads=self.num_heads,
+        num_key_value_heads=self.num_kv_heads,
+        head_dim=self.head_dim,
+        hidden_act="silu",
+        rope_theta=self.rope_theta,
+        rms_norm_eps=self.rms_norm_eps,
+        tie_word_embeddings=self.tie_embeddings,
+        max_position_embeddings=self.max_position_embeddings,
+        torch_dtype=self.param_dtype,
+        dtype=self.param_dtype,
+        bos_token_id=self.bos_token_id,
+        eos_token_id=(list(self.eos_token_ids) if len(self.eos_token_ids) > 1 else
+                      self.eos_token_ids[0] if self.eos_token_ids else None),
+        pad_token_id=self.pad_token_id,
+        use_cache=True,
+    )
+    rope = {"rope_type": self.rope_type, "rope_theta": self.rope_theta}
+    if self.rope_type == "llama3":
+      rope.update(factor=self.rope_factor, low_freq_factor=self.rope_low_frequency_factor,
+                  high_freq_factor=self.rope_high_frequency_factor,
+                  original_max_position_embeddings=self.rope_original_max_positions)
+    hf["rope_parameters"] = rope
+    hf["rope_scaling"] = rope if self.rope_type != "default" else None
+    if self.model_type == "qwen2":
+      if not self.qkv_bias or self.output_bias:
+        raise ValueError("Qwen2 checkpoints always have query/key/value bias and no output bias; "
+                         f"qkv_bias={self.qkv_bias}, output_bias={self.output_bias} cannot be "
+                         "exported as model_type='qwen2'.")
+      hf.update(use_sliding_window=False)
+    else:
+      if self.qkv_bias != self.output_bias:
+        raise ValueError(f"{self.model_type} checkpoints have one attention_bias flag for "
+                         f"query/key/value and output; qkv_bias={self.qkv_bias} and output_bias="
+                         f"{self.output_bias} cannot be exported as model_type="
+                         f"{self.model_type!r}.")
+      hf.update(attention_bias=self.qkv_bias)
+      if self.model_type == "llama":
+        hf.update(mlp_bias=False)
+      else:
+        hf.update(use_sliding_window=False)
+    if self.qk_norm != (self.model_type == "qwen3"):
+      raise ValueError(f"qk_norm={self.qk_norm} does not match model_type="
+                       f"{self.model_type!r} (only qwen3 has q/k norm); it cannot be exported.")
+    return hf

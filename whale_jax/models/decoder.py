@@ -1,0 +1,213 @@
+"""The decoder-only transformer: parameters, logical axes and forward passes.
+
+Shape letters: B batch, T length, S cache length, D model width, F MLP width, V vocabulary,
+L layers, N query heads, K key/value heads, H head dim.
+
+Params tree (layer weights stacked on a leading L axis and run under `jax.lax.scan`):
+  {"embedding": [V, D],
+   "layers": {"attention_norm": [L, D], "attention": {...see attention.py, each [L, ...]},
+              "mlp_norm": [L, D], "mlp": {"gate": [L, D, F], "up": [L, D, F], "down": [L, F, D]}},
+   "final_norm": [D],
+   "unembedding": [D, V]}          # only when config.tie_embeddings is False
+
+Two forward passes share one layer function:
+  forward(params, config, tokens, ...)                     full sequence, no cache
+  forward_with_cache(params, config, tokens, cache, ...)   prefill or decode against a KV cache
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from whale_jax.models import attention
+from whale_jax.models import kv_cache
+from whale_jax.models import normalization
+from whale_jax.parallel import rules
+
+
+def _init_layer(config, rng):
+  rngs = jax.random.split(rng, 4)
+  dtype = config.param_jnp_dtype
+  embed, mlp = config.embed_dim, config.mlp_dim
+  normal = lambda rng, shape, fan_in: (jax.random.normal(rng, shape) * fan_in**-0.5).astype(dtype)
+  return {
+      "attention_norm": jnp.ones((embed,), dtype),
+      "attention": attention.init(config, rngs[0]),
+      "mlp_norm": jnp.ones((embed,), dtype),
+      "mlp": {"gate": normal(rngs[1], (embed, mlp), embed),
+              "up": normal(rngs[2], (embed, mlp), embed),
+              "down": normal(rngs[3], (mlp, embed), mlp)},
+  }
+
+
+def init_params(config, rng):
+  """Random parameters (scaled normal weights, unit norms, zero biases) in config.param_dtype."""
+  embedding_rng, unembedding_rng, layers_rng = jax.random.split(rng, 3)
+  dtype = config.param_jnp_dtype
+  layer_rngs = jax.random.split(layers_rng, config.num_layers)
+  params = {
+      "embedding": jax.random.normal(embedding_rng, (config.vocab_size, config.embed_dim)
+                                     ).astype(dtype),
+      "layers": jax.vmap(functools.partial(_init_layer, config))(layer_rngs),
+      "final_norm": jnp.ones((config.embed_dim,), dtype),
+  }
+  if not config.tie_embeddings:
+    params["unembedding"] = (jax.random.normal(unembedding_rng, (config.embed_dim,
+                                                                 config.vocab_size))
+                             * config.embed_dim**-0.5).astype(dtype)
+  return params
+
+
+def logical_axes(config):
+  """Same tree as init_params(), with a tuple of logical axis names at each leaf."""
+  layer = {
+      "attention_norm": ("norm",),
+      "attention": attention.logical_axes(config),
+      "mlp_norm": ("norm",),
+      "mlp": {"gate": ("embed", "mlp"), "up": ("embed", "mlp"), "down": ("mlp", "embed")},
+  }
+  axes = {
+      "embedding": ("vocab", "embed"),
+      "layers": jax.tree.map(lambda names: ("layers", *names), layer,
+                             is_leaf=lambda x: isinstance(x, tuple)),
+      "final_norm": ("norm",),
+  }
+  if not config.tie_embeddings:
+    axes["unembedding"] = ("embed", "vocab")
+  return axes
+
+
+def _mlp(params, x):
+  gate = jnp.einsum("BTD,DF->BTF", x, params["gate"])
+  up = jnp.einsum("BTD,DF->BTF", x, params["up"])
+  return jnp.einsum("BTF,FD->BTD", jax.nn.silu(gate) * up, params["down"])
+
+
+def _layer(config, params, x, positions, mask, kv_writer=None):
+  """One pre-norm transformer block.
+
+  kv_writer(key, value) -> (keys, values, state) stores this step's key/value [B, T, K, H] and
+  returns what attention reads ([B, S, K, H]) plus a state passed back to the caller.
+  Returns:
+    (x [B, T, D], state or None)
+  """
+  x = rules.constrain(x, ("batch", "length", "embed"))
+  h = normalization.rms_norm(x, params["attention_norm"], config.rms_norm_eps)
+  query, key, value = attention.project(params["attention"], config, h, positions)
+  state = None
+  if kv_writer is not None:
+    key, value, state = kv_writer(key, value)
+  encoded = attention.attend(query, key, value, mask)
+  x = x + attention.output(params["attention"], config, encoded)
+  h = normalization.rms_norm(x, params["mlp_norm"], config.rms_norm_eps)
+  return x + _mlp(params["mlp"], h), state
+
+
+def _cast(params, config):
+  dtype = config.compute_jnp_dtype
+  return jax.tree.map(lambda p: p.astype(dtype) if p.dtype != dtype else p, params)
+
+
+def embed(params, config, tokens):
+  """tokens [B, T] -> [B, T, D] in the compute dtype."""
+  return jnp.take(params["embedding"], tokens, axis=0).astype(config.compute_jnp_dtype)
+
+
+def unembed(params, config, x):
+  """Final norm and projection to the vocabulary: [B, T, D] -> float32 logits [B, T, V]."""
+  x = normalization.rms_norm(x, params["final_norm"].astype(x.dtype), config.rms_norm_eps)
+  if config.tie_embeddings:
+    logits = jnp.einsum("BTD,VD->BTV", x, params["embedding"].astype(x.dtype),
+                        preferred_element_type=jnp.float32)
+  else:
+    logits = jnp.einsum("BTD,DV->BTV", x, params["unembedding"].astype(x.dtype),
+                        preferred_element_type=jnp.float32)
+  return rules.constrain(logits, ("batch", "length", "vocab"))
+
+
+def default_positions(tokens, attention_mask=None):
+  """[B, T] RoPE positions: 0, 1, ... counted over the unmasked tokens of each row.
+
+  With left padding the first real token gets position 0, as in an unpadded run.
+  """
+  if attention_mask is None:
+    return jnp.broadcast_to(jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape)
+  return jnp.maximum(jnp.cumsum(attention_mask.astype(jnp.int32), axis=1) - 1, 0)
+
+
+def hidden_states(params, config, tokens, positions=None, attention_mask=None,
+                  segment_ids=None):
+  """The residual stream after the last layer, before the final norm: [B, T, D].
+
+  Args:
+    tokens: [B, T] int token ids.
+    positions: [B, T] int RoPE positions; default_positions(tokens, attention_mask) if None.
+    attention_mask: [B, T], 1 for real tokens and 0 for padding (keys that nobody may see).
+    segment_ids: [B, T] int; tokens attend only within their segment (sequence packing).
+  """
+  if positions is None:
+    positions = default_positions(tokens, attention_mask)
+  index = jnp.broadcast_to(jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape)
+  mask = attention.causal_mask(index, index, attention_mask, segment_ids, segment_ids)
+  params = _cast(params, config)
+  x = embed(params, config, tokens)
+
+  def body(x, layer_params):
+    x, _ = _layer(config, layer_params, x, positions, mask)
+    return x, None
+
+  x, _ = jax.lax.scan(body, x, params["layers"])
+  return x
+
+
+def forward(params, config, tokens, positions=None, attention_mask=None, segment_ids=None):
+  """Logits [B, T, V] (float32) for tokens [B, T]; see hidden_states() for the arguments."""
+  x = hidden_states(params, config, tokens, positions, attention_mask, segment_ids)
+  return unembed(_cast(params, config), config, x)
+
+
+def forward_with_cache(params, config, tokens, cache, positions=None, num_new_tokens=None):
+  """Runs tokens through the model against a KV cache: a prefill or one or more decode steps.
+
+  Row b's T new tokens are written to cache slots cache["length"][b] + t and attend to all
+  slots up to their own. Writes past the cache's capacity are dropped: callers size the cache.
+
+  Args:
+    tokens: [B, T] int; with right padding when rows have different numbers of new tokens.
+    cache: from kv_cache.init(); its batch size is B.
+    positions: [B, T] RoPE positions; default cache["length"][:, None] + t.
+    num_new_tokens: [B] int, how many of the T tokens are real in each row (default T); the
+      cache length advances by this much, so padding is overwritten by the next call.
+  Returns:
+    (logits [B, T, V] float32, updated cache)
+  """
+  batch_size, length = tokens.shape
+  offsets = cache["length"]
+  query_index = offsets[:, None] + jnp.arange(length, dtype=jnp.int32)  # [B, T]
+  if positions is None:
+    positions = query_index
+  key_index = jnp.broadcast_to(jnp.arange(cache["key"].shape[2], dtype=jnp.int32),
+                               (batch_size, cache["key"].shape[2]))
+  mask = attention.causal_mask(query_index, key_index)
+  params = _cast(params, config)
+  x = embed(params, config, tokens)
+
+  def body(carry, inputs):
+    x, keys, values = carry
+    layer_params, layer = inputs
+
+    def kv_writer(key, value):
+      new_keys, new_values, layer_keys, layer_values = kv_cache.write_layer(
+          keys, values, layer, query_index, key, value)
+      return layer_keys, layer_values, (new_keys, new_values)
+
+    x, (keys, values) = _layer(config, layer_params, x, positions, mask, kv_writer)
+    return (x, keys, values), None
+
+  layers = jnp.arange(config.num_layers, dtype=jnp.int32)
+  (x, keys, values), _ = jax.lax.scan(body, (x, cache["key"], cache["value"]),
+                                      (params["layers"], layers))
+  if num_new_tokens is None:
+    num_new_tokens = jnp.full((batch_size,), length, jnp.int32)
+  new_cache = {"key": keys, "value": values, "length": offsets + num_new_tokens}
+  return unembed(params, config, x), new_cache
