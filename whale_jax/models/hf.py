@@ -41,7 +41,7 @@ DEFAULT_MAX_SHARD_BYTES = 4 * 1024**3
 _INDEX_FILE = "model.safetensors.index.json"
 
 
-def _hf_layout(config):
+def hf_layout(config):
   """{params path: (HF name with {i} for the layer, to_whale, to_hf)} for every parameter.
 
   to_whale maps one HF tensor (numpy) to one whale_jax slice (per layer for stacked params);
@@ -223,7 +223,7 @@ def load_hf(path, dtype="float32", mesh=None, rules=None, compute_dtype=None, **
     merged = tuple(dict.fromkeys(config.eos_token_ids + generation_eos))
     config = config.replace(eos_token_ids=merged)
   reader = _TensorReader(path)
-  layout = _hf_layout(config)
+  layout = hf_layout(config)
   shapes = decoder_shapes(config)
   expected = _check_shapes(reader, config, layout, shapes)
   ignored = sorted(key for key in reader.weight_map
@@ -283,7 +283,7 @@ def save_hf(path, config, params, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES, dtype
     dtype: tensor dtype in the files (default config.param_dtype).
   """
   dtype = np.dtype(dtype or config.param_dtype)
-  layout = _hf_layout(config)
+  layout = hf_layout(config)
   hf_config = config.to_hf_dict()
   hf_config["torch_dtype"] = hf_config["dtype"] = str(dtype)
   writer = jax.process_index() == 0
