@@ -23,6 +23,9 @@ setuptools.setup(
         "absl-py",
         "ml-collections",
         "jinja2",
+        "tensorboardX",  # TensorBoard event files without installing TensorFlow
+        "matplotlib",  # PNG plots of each run
+        "tqdm",  # progress bars on long phases
     ],
     extras_require={
         # torch is only the reference for parity tests; torch==2.13.0 is the CPU wheel.
