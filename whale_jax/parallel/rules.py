@@ -35,19 +35,20 @@ def spec(logical_names, rules) -> PartitionSpec:
   return PartitionSpec(*parts)
 
 
-def _is_names(x):
-  return isinstance(x, tuple) and all(isinstance(n, (str, type(None))) for n in x)
+def is_logical_names(x):
+  """True for a leaf of a logical tree: a plain tuple of names (a NamedTuple is a node)."""
+  return type(x) is tuple and all(isinstance(n, (str, type(None))) for n in x)
 
 
 def specs(logical_tree, rules):
   """A tree of PartitionSpecs mirroring a tree of logical-name tuples."""
-  return jax.tree.map(lambda names: spec(names, rules), logical_tree, is_leaf=_is_names)
+  return jax.tree.map(lambda names: spec(names, rules), logical_tree, is_leaf=is_logical_names)
 
 
 def shardings(logical_tree, mesh, rules):
   """A tree of NamedShardings on mesh mirroring a tree of logical-name tuples."""
   return jax.tree.map(lambda names: NamedSharding(mesh, spec(names, rules)), logical_tree,
-                      is_leaf=_is_names)
+                      is_leaf=is_logical_names)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,99 @@
+"""AdamW with linear warmup, a constant or cosine schedule, gradient clipping and a decay mask.
+
+  optimizer_config = OptimizerConfig(learning_rate=1e-6, warmup_steps=50)
+  optimizer = make(optimizer_config)                 # an optax.GradientTransformation
+  learning_rate = learning_rate_schedule(optimizer_config)(step)
+
+Schedule, for step s = 0, 1, ... (the step the update is applied at):
+  warmup   s < warmup_steps:  learning_rate * (s + 1) / warmup_steps
+  constant afterwards:        learning_rate
+  cosine   afterwards:        final + (learning_rate - final) * (1 + cos(pi * p)) / 2,
+           p = (s - warmup_steps) / (total_steps - warmup_steps) clipped to [0, 1],
+           final = learning_rate * final_learning_rate_fraction
+Weight decay applies to weight matrices only: never to norms, biases or the input embedding.
+Gradients are clipped to a global norm of max_grad_norm before Adam sees them.
+"""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import optax
+
+SCHEDULES = ("constant", "cosine")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+  """Optimizer options (= config.optimizer keys)."""
+  learning_rate: float = 1e-6
+  warmup_steps: int = 0
+  schedule: str = "constant"
+  total_steps: int | None = None
+  final_learning_rate_fraction: float = 0.0
+  beta1: float = 0.9
+  beta2: float = 0.999
+  epsilon: float = 1e-8
+  weight_decay: float = 0.0
+  max_grad_norm: float | None = 1.0
+
+  def __post_init__(self):
+    if not self.learning_rate >= 0:
+      raise ValueError(f"config.optimizer.learning_rate={self.learning_rate} must be >= 0.")
+    if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+      raise ValueError(f"config.optimizer.warmup_steps={self.warmup_steps!r} must be an "
+                       "integer >= 0.")
+    if self.schedule not in SCHEDULES:
+      raise ValueError(f"config.optimizer.schedule={self.schedule!r} is not one of "
+                       f"{SCHEDULES}.")
+    if self.schedule == "cosine" and not (
+        isinstance(self.total_steps, int) and self.total_steps > self.warmup_steps):
+      raise ValueError(f"config.optimizer.schedule='cosine' needs total_steps > warmup_steps="
+                       f"{self.warmup_steps}; got total_steps={self.total_steps!r}.")
+    if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+      raise ValueError(f"config.optimizer.max_grad_norm={self.max_grad_norm} must be > 0, or "
+                       "None to disable clipping.")
+    if self.weight_decay < 0:
+      raise ValueError(f"config.optimizer.weight_decay={self.weight_decay} must be >= 0.")
+
+
+def learning_rate_schedule(optimizer_config):
+  """step -> learning rate (see the module docstring)."""
+  peak = optimizer_config.learning_rate
+  warmup_steps = optimizer_config.warmup_steps
+  final = peak * optimizer_config.final_learning_rate_fraction
+
+  def schedule(step):
+    step = jnp.asarray(step, jnp.float32)
+    warmup = peak * jnp.minimum(1.0, (step + 1) / max(warmup_steps, 1))
+    if optimizer_config.schedule == "constant":
+      after = jnp.float32(peak)
+    else:
+      progress = jnp.clip((step - warmup_steps) /
+                          (optimizer_config.total_steps - warmup_steps), 0.0, 1.0)
+      after = final + (peak - final) * 0.5 * (1 + jnp.cos(jnp.pi * progress))
+    return jnp.where(step < warmup_steps, warmup, after)
+
+  return schedule
+
+
+def weight_decay_mask(params):
+  """True for the leaves weight decay applies to: not norms, biases or the embedding."""
+
+  def decays(path, _):
+    name = path[-1].key
+    return not (name == "embedding" or name.endswith("norm") or name.endswith("bias"))
+
+  return jax.tree_util.tree_map_with_path(decays, params)
+
+
+def make(optimizer_config):
+  """The optax transformation: clip by global norm, then AdamW under the schedule."""
+  parts = []
+  if optimizer_config.max_grad_norm is not None:
+    parts.append(optax.clip_by_global_norm(optimizer_config.max_grad_norm))
+  parts.append(optax.adamw(learning_rate_schedule(optimizer_config),
+                           b1=optimizer_config.beta1, b2=optimizer_config.beta2,
+                           eps=optimizer_config.epsilon,
+                           weight_decay=optimizer_config.weight_decay,
+                           mask=weight_decay_mask))
+  return optax.chain(*parts)

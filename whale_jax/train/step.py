@@ -1,0 +1,131 @@
+"""The jitted, sharded train step shared by RSFT and GRPO.
+
+  step = make_train_step(model_config, rsft.loss, optimizer, mesh, rules.TRAIN_RULES)
+  state, metrics = step(state, batch)
+
+loss_fn(params, model_config, batch) -> (loss_sum, normalizer, metrics) is evaluated on each
+micro-batch; the step's loss is (sum of loss_sum) / (sum of normalizer) over the global batch
+and its gradient is the summed micro-batch gradients divided by the same total, so gradient
+accumulation changes nothing but memory. A metric given as (sum, count) is reported as
+global sum / global count; a bare value as its global sum.
+
+Micro-batch m takes rows m, m + M, m + 2M, ... (M = num_microbatches): each micro-batch keeps
+rows on every data-parallel device. The state is donated: do not reuse the state passed in.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from whale_jax.models import decoder
+from whale_jax.parallel import mesh as mesh_lib
+from whale_jax.parallel import rules as rules_lib
+from whale_jax.train import batch as batch_lib
+from whale_jax.train import train_state
+
+
+def _split_microbatches(batch, num_microbatches):
+  """[B, ...] -> [M, B / M, ...] with micro-batch m = rows m, m + M, ..."""
+
+  def split(x):
+    x = x.reshape(x.shape[0] // num_microbatches, num_microbatches, *x.shape[1:])
+    x = jnp.swapaxes(x, 0, 1)
+    return rules_lib.constrain(x, (None, "batch") + (None,) * (x.ndim - 2))
+
+  return jax.tree.map(split, batch)
+
+
+def _accumulate(total, new):
+  return jax.tree.map(jnp.add, total, new)
+
+
+def _finish_metrics(metric_sums):
+  out = {}
+  for name, value in metric_sums.items():
+    if isinstance(value, tuple):
+      out[name] = value[0] / jnp.maximum(value[1], 1e-9)
+    else:
+      out[name] = value
+  return out
+
+
+def loss_and_grads(params, model_config, loss_fn, batch, num_microbatches=1):
+  """(loss, grads, metrics) of the global batch, summed over micro-batches (inside jit)."""
+
+  def micro_terms(micro_batch):
+    def objective(params):
+      loss_sum, normalizer, metrics = loss_fn(params, model_config, micro_batch)
+      return loss_sum, (normalizer, metrics)
+
+    (loss_sum, (normalizer, metrics)), grads = jax.value_and_grad(objective, has_aux=True)(
+        params)
+    grads = jax.tree.map(lambda g: g.astype(jnp.float32), grads)
+    metrics = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), metrics)
+    return loss_sum, normalizer, grads, metrics
+
+  if num_microbatches == 1:
+    loss_sum, normalizer, grads, metrics = micro_terms(batch)
+  else:
+    micro_batches = _split_microbatches(batch, num_microbatches)
+    shapes = jax.eval_shape(micro_terms, jax.tree.map(lambda x: x[0], micro_batches))
+    zeros = jax.tree.map(lambda shape: jnp.zeros(shape.shape, shape.dtype), shapes)
+
+    def body(totals, micro_batch):
+      loss_sum, normalizer, grads, metrics = _accumulate(totals, micro_terms(micro_batch))
+      grads = jax.tree.map(rules_lib.constrain, grads, decoder.logical_axes(model_config))
+      return (loss_sum, normalizer, grads, metrics), None
+
+    (loss_sum, normalizer, grads, metrics), _ = jax.lax.scan(body, zeros, micro_batches)
+  denominator = jnp.maximum(normalizer, 1e-9)
+  grads = jax.tree.map(lambda g: g / denominator, grads)
+  metrics = _finish_metrics(metrics)
+  metrics["normalizer"] = normalizer
+  return loss_sum / denominator, grads, metrics
+
+
+def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAIN_RULES,
+                    num_microbatches=1, learning_rate_schedule=None, donate=True):
+  """Builds step(state, batch) -> (new state, metrics), jitted and sharded on mesh.
+
+  Args:
+    model_config: the ModelConfig of state["params"].
+    loss_fn: loss(params, model_config, batch) -> (loss_sum, normalizer, metrics), e.g.
+      rsft.loss or functools.partial(grpo.loss, grpo_config=...).
+    optimizer: the optax transformation the state was created with.
+    mesh, rules: where the state and the batch live (see parallel/).
+    num_microbatches: gradient accumulation steps per call.
+    learning_rate_schedule: if given, metrics["learning_rate"] is its value at this step.
+    donate: reuse the input state's buffers for the output state.
+  Returns:
+    step(state, batch); batch is a dict of [B, T] numpy or jax arrays (train/batch.py).
+    metrics: "loss", "grad_norm" (before clipping), "normalizer", the loss's own metrics.
+  """
+  mesh_lib.validate_model(model_config, mesh, rules)
+  state_shardings = train_state.shardings(model_config, optimizer, mesh, rules)
+  batch_sharding = mesh_lib.batch_sharding(mesh, rules)
+
+  def step(state, batch):
+    with rules_lib.activate(mesh, rules):
+      loss, grads, metrics = loss_and_grads(state["params"], model_config, loss_fn, batch,
+                                            num_microbatches)
+      updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+      params = optax.apply_updates(state["params"], updates)
+    metrics.update(loss=loss, grad_norm=optax.global_norm(grads))
+    if learning_rate_schedule is not None:
+      metrics["learning_rate"] = jnp.asarray(learning_rate_schedule(state["step"]),
+                                             jnp.float32)
+    return {"step": state["step"] + 1, "params": params, "opt_state": opt_state}, metrics
+
+  jitted = jax.jit(step, in_shardings=(state_shardings, batch_sharding),
+                   out_shardings=(state_shardings, mesh_lib.replicated(mesh)),
+                   donate_argnums=(0,) if donate else ())
+
+  def checked_step(state, batch):
+    batch_size, _ = batch_lib.validate(batch)
+    mesh_lib.validate_batch_size(batch_size, mesh, rules, num_microbatches)
+    batch = {name: value if isinstance(value, jax.Array) else np.asarray(value)
+             for name, value in batch.items()}
+    return jitted(state, batch)
+
+  checked_step.jitted = jitted
+  return checked_step
