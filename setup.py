@@ -26,6 +26,11 @@ setuptools.setup(
         "tensorboardX",  # TensorBoard event files without installing TensorFlow
         "matplotlib",  # PNG plots of each run
         "tqdm",  # progress bars on long phases
+        "pyarrow",  # parquet question files (Search-R1, DAPO-Math, TriviaQA)
+        "bm25s",  # local BM25 retrieval for SearchQA
+        "chess",  # python-chess: chess puzzle boards, move legality, mate search
+        "reasoning-gym",  # Reasoning Gym datasets and offline math problems
+        "sympy",  # value equivalence of math answers
     ],
     extras_require={
         # torch is only the reference for parity tests; torch==2.13.0 is the CPU wheel.
