@@ -1,0 +1,92 @@
+"""Learning-rate schedules against hand-computed values; AdamW against a numpy loop."""
+import jax
+import numpy as np
+import pytest
+
+from whale_jax.train import optimizer as optimizer_lib
+
+
+def test_warmup_then_constant():
+  schedule = optimizer_lib.learning_rate_schedule(
+      optimizer_lib.OptimizerConfig(learning_rate=2.0, warmup_steps=4))
+  np.testing.assert_allclose([schedule(s) for s in range(7)], [0.5, 1, 1.5, 2, 2, 2, 2])
+
+
+def test_warmup_then_cosine_to_the_final_fraction():
+  schedule = optimizer_lib.learning_rate_schedule(optimizer_lib.OptimizerConfig(
+      learning_rate=1.0, warmup_steps=2, schedule="cosine", total_steps=10,
+      final_learning_rate_fraction=0.1))
+  # Cosine over steps 2..10: progress 0, 0.5, 1 at steps 2, 6, 10; 0.1 + 0.9 (1 + cos) / 2.
+  np.testing.assert_allclose([schedule(s) for s in (0, 1, 2, 6, 10, 14)],
+                             [0.5, 1.0, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
+
+
+def test_no_warmup_starts_at_the_peak():
+  schedule = optimizer_lib.learning_rate_schedule(optimizer_lib.OptimizerConfig(
+      learning_rate=3.0))
+  assert float(schedule(0)) == 3.0
+
+
+def test_weight_decay_mask_skips_norms_biases_and_the_embedding():
+  params = {"embedding": 0, "unembedding": 0, "final_norm": 0,
+            "layers": {"attention_norm": 0, "attention": {"query": 0, "query_bias": 0,
+                                                          "key_norm": 0, "output": 0},
+                       "mlp": {"gate": 0}}}
+  assert optimizer_lib.weight_decay_mask(params) == {
+      "embedding": False, "unembedding": True, "final_norm": False,
+      "layers": {"attention_norm": False, "attention": {"query": True, "query_bias": False,
+                                                        "key_norm": False, "output": True},
+                 "mlp": {"gate": True}}}
+
+
+def reference_adamw(params, grads_per_step, learning_rates, beta1, beta2, epsilon,
+                    weight_decay, max_grad_norm, decays):
+  """Loshchilov & Hutter AdamW with bias correction and global-norm clipping, in numpy."""
+  params = {name: value.astype(np.float64) for name, value in params.items()}
+  mu = {name: np.zeros_like(value) for name, value in params.items()}
+  nu = {name: np.zeros_like(value) for name, value in params.items()}
+  for step, (grads, learning_rate) in enumerate(zip(grads_per_step, learning_rates), 1):
+    norm = np.sqrt(sum(np.sum(g.astype(np.float64)**2) for g in grads.values()))
+    scale = min(1.0, max_grad_norm / norm)
+    for name in params:
+      grad = grads[name] * scale
+      mu[name] = beta1 * mu[name] + (1 - beta1) * grad
+      nu[name] = beta2 * nu[name] + (1 - beta2) * grad**2
+      update = (mu[name] / (1 - beta1**step)) / (np.sqrt(nu[name] / (1 - beta2**step)) + epsilon)
+      if decays[name]:
+        update = update + weight_decay * params[name]
+      params[name] = params[name] - learning_rate * update
+  return params
+
+
+def test_adamw_with_clipping_and_decay_mask_matches_numpy():
+  rng = np.random.default_rng(0)
+  params = {"embedding": rng.normal(size=(5, 3)).astype(np.float32),
+            "final_norm": rng.normal(size=(3,)).astype(np.float32),
+            "unembedding": rng.normal(size=(3, 5)).astype(np.float32)}
+  grads_per_step = [{name: (rng.normal(size=value.shape) * 2).astype(np.float32)
+                     for name, value in params.items()} for _ in range(3)]
+  optimizer_config = optimizer_lib.OptimizerConfig(
+      learning_rate=0.1, warmup_steps=2, beta1=0.8, beta2=0.95, epsilon=1e-6,
+      weight_decay=0.3, max_grad_norm=1.5)
+  optimizer = optimizer_lib.make(optimizer_config)
+  state, current = optimizer.init(params), params
+  for grads in grads_per_step:
+    updates, state = optimizer.update(grads, state, current)
+    current = jax.tree.map(lambda p, u: p + u, current, updates)
+  expected = reference_adamw(params, grads_per_step, [0.05, 0.1, 0.1], 0.8, 0.95, 1e-6, 0.3,
+                             1.5, {"embedding": False, "final_norm": False,
+                                   "unembedding": True})
+  for name in params:
+    np.testing.assert_allclose(current[name], expected[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(schedule="linear"), "schedule='linear' is not one of"),
+    (dict(schedule="cosine", warmup_steps=5, total_steps=5), "needs total_steps > warmup_steps"),
+    (dict(max_grad_norm=0.0), "max_grad_norm=0.0 must be > 0"),
+    (dict(warmup_steps=-1), "warmup_steps=-1"),
+])
+def test_config_errors_name_the_key(fields, words):
+  with pytest.raises(ValueError, match=words):
+    optimizer_lib.OptimizerConfig(**fields)
