@@ -1,0 +1,499 @@
+"""The sandboxed side of the process boundary: confinement, the episode worker, the code runner.
+
+Standard library only, and it never imports whale_jax: the host starts this file as a script,
+`python -S -s -B sandbox.py worker` (or `exec`), with a scrubbed environment, and talks to it in
+JSON lines over its stdin/stdout (whale_jax/harness/sandbox_process.py is the host side).
+
+worker  A zygote. It preloads the importable modules, then serves episodes one at a time: it
+        compiles the harness (cached by content hash), forks a fresh child per episode and reports
+        the child's wait status once it is gone. The child confines itself and runs
+        `run(task, llm, tools)`; each llm or tools call is a JSON request answered by the host.
+exec    Runs one snippet of Python (the python tool), confined the same way, and writes one JSON
+        line with its captured stdout and stderr.
+
+Confinement, in order: a process group of its own, death when its parent dies, a fresh empty
+working directory, privileges dropped to nobody when started as root, resource limits (address
+space, CPU seconds, no new processes or threads, file size, open files, no core files), imports
+limited to the preloaded modules, and an audit hook that refuses sockets, subprocesses,
+fork/exec/spawn, signals to other processes, ctypes, tracing, code-object construction, raising
+resource limits, and every open, listing or change of a path outside the working directory.
+The hook's state lives in its default arguments, which CPython only lets code replace through
+an audited attribute write that the hook itself refuses.
+
+Protocol, one JSON object per line. Data messages travel on stdin/stdout, which a child
+shares with its zygote; control messages travel on a pipe that only the zygote holds (each child
+closes it first thing), so a harness cannot forge them.
+  host -> worker    {"type": "config", ...limits, "control_fd", "host_pid"}   (data)
+  worker -> host    {"type": "ready", "missing"}                              (control)
+  host -> worker    {"type": "episode", "harness_hash", "source", "task", "tool_names"}  (data)
+  worker -> host    {"type": "started", "pid"}                                (control)
+  child -> host     {"type": "llm", "method": "chat" | "generate", "messages" | "prompt",
+                     "tools", "sampling"}  or  {"type": "tool", "name", "args", "kwargs"}
+  host -> child     {"type": "reply", "ok": true, "value"} or
+                    {"type": "reply", "ok": false, "error_type", "error"}
+  child -> host     {"type": "done", "answer", "stdout"} or
+                    {"type": "failed", "error", "stdout", "infra"}
+  worker -> host    {"type": "exit", "status", "cpu_seconds", "compile_error"}  (control; the
+                     child's os.wait status, sent once the child is reaped)
+"""
+import ast
+import collections
+import gc
+import importlib
+import io
+import itertools
+import json
+import linecache
+import os
+import resource
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(
+    os.path.abspath(__file__)):
+  del sys.path[0]  # this script's folder is not importable from inside the sandbox
+
+NOBODY = 65534
+HARNESS_FILENAME = "harness.py"
+CODE_FILENAME = "<code>"
+COMPILE_CACHE_SIZE = 64
+MAX_ERROR_CHARS = 4000
+PR_SET_PDEATHSIG = 1
+
+_REFUSED_EVENTS = frozenset({
+    "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.chdir", "os.chroot",
+    "os.symlink", "os.link", "os.posix_spawn", "os.posix_spawnp", "subprocess.Popen", "pty.spawn",
+    "signal.pthread_kill", "resource.setrlimit", "resource.prlimit", "sys.settrace",
+    "sys.setprofile", "code.__new__", "marshal.load", "marshal.loads", "function.__new__",
+    "sqlite3.enable_load_extension", "sqlite3.load_extension", "_posixsubprocess.fork_exec",
+})
+_REFUSED_PREFIXES = ("socket.", "ctypes.", "os.exec", "os.spawn", "_ssl.", "ssl.")
+# event -> positions of path arguments that must lie inside the working directory
+_PATH_EVENTS = {
+    "open": (0,), "os.listdir": (0,), "os.scandir": (0,), "os.remove": (0,), "os.rmdir": (0,),
+    "os.mkdir": (0,), "os.rename": (0, 1), "os.truncate": (0,), "os.utime": (0,),
+    "os.chmod": (0,), "os.chown": (0,), "os.chflags": (0,), "os.lchflags": (0,),
+    "os.setxattr": (0,), "os.removexattr": (0,), "os.getxattr": (0,), "os.listxattr": (0,),
+    "glob.glob": (0,), "glob.glob/2": (0,), "sqlite3.connect": (0,), "shutil.copyfile": (0, 1),
+    "shutil.copymode": (0, 1), "shutil.copystat": (0, 1), "shutil.copytree": (0, 1),
+    "shutil.move": (0, 1), "shutil.rmtree": (0,), "shutil.make_archive": (0,),
+    "shutil.unpack_archive": (0, 1), "tempfile.mkstemp": (0,), "tempfile.mkdtemp": (0,),
+    "os.mkfifo": (0,), "os.mknod": (0,),
+}
+_PROTECTED_FUNCTION_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+
+
+def _make_audit_hook(workdir):
+  """An audit hook confining the process to workdir; all it uses is bound in its defaults."""
+
+  def audit_hook(event, args, _workdir=workdir, _refused=_REFUSED_EVENTS,
+                 _prefixes=_REFUSED_PREFIXES, _path_events=_PATH_EVENTS,
+                 _protected=_PROTECTED_FUNCTION_ATTRIBUTES, _type=type, _str=str, _bytes=bytes,
+                 _int=int, _len=len, _startswith=str.startswith, _split=str.split,
+                 _join=str.join, _decode=bytes.decode, _error=PermissionError):
+    if event in _refused or _startswith(event, _prefixes):
+      raise _error(f"{event} is refused inside the harness sandbox: a harness reaches the "
+                   "outside world only through llm and tools.")
+    if event == "object.__setattr__" or event == "object.__delattr__":
+      if _len(args) > 1 and _type(args[1]) is _str and args[1] in _protected:
+        raise _error(f"Changing a function's {args[1]} is refused inside the harness sandbox.")
+      return
+    positions = _path_events.get(event)
+    if positions is None:
+      return
+    for position in positions:
+      if position >= _len(args):
+        continue
+      path = args[position]
+      if path is None or (_type(path) is _int and event != "open"):
+        continue  # the working directory itself, or a descriptor opened through this hook
+      if _type(path) is _int:
+        raise _error(f"open() of file descriptor {path} is refused inside the harness "
+                     "sandbox.")
+      if _type(path) is _bytes:
+        path = _decode(path, "utf-8", "surrogateescape")
+      if _type(path) is not _str:
+        raise _error(f"{event}: paths inside the harness sandbox must be plain str; got "
+                     f"{_type(path).__name__}.")
+      if not _startswith(path, "/"):
+        path = _workdir + "/" + path
+      parts = []
+      for part in _split(path, "/"):
+        if part == "" or part == ".":
+          continue
+        if part == "..":
+          if parts:
+            parts.pop()
+          continue
+        parts.append(part)
+      normalized = "/" + _join("/", parts)
+      if normalized != _workdir and not _startswith(normalized, _workdir + "/"):
+        raise _error(f"{event} on {normalized!r} is refused: a harness may only touch files "
+                     f"inside its own working directory ({_workdir}).")
+
+  return audit_hook
+
+
+class _RefuseNewImports:
+  """First meta-path finder: only modules already loaded (preloaded by the host) import."""
+
+  def __init__(self, allowed_imports):
+    self.allowed = ", ".join(sorted(allowed_imports))
+
+  def find_spec(self, name, path=None, target=None):
+    raise ImportError(f"import of {name!r} is refused inside the harness sandbox; importable "
+                      f"modules: {self.allowed}.", name=name)
+
+
+class _BoundedText(io.TextIOBase):
+  """A text stream that keeps the first max_chars characters written to it."""
+
+  def __init__(self, max_chars):
+    super().__init__()
+    self.max_chars, self.parts, self.kept, self.dropped = max_chars, [], 0, 0
+
+  def writable(self):
+    return True
+
+  def write(self, text):
+    if not isinstance(text, str):
+      raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+    room = self.max_chars - self.kept
+    if room > 0:
+      self.parts.append(text[:room])
+      self.kept += min(room, len(text))
+    self.dropped += max(0, len(text) - max(room, 0))
+    return len(text)
+
+  def getvalue(self):
+    text = "".join(self.parts)
+    return text + (f"\n[{self.dropped} more characters not kept]" if self.dropped else "")
+
+
+class _Channel:
+  """JSON lines over two file descriptors."""
+
+  def __init__(self, read_fd, write_fd):
+    self.read_fd, self.write_fd, self.buffer = read_fd, write_fd, bytearray()
+
+  def send(self, message):
+    data = json.dumps(message).encode() + b"\n"
+    view = memoryview(data)
+    while view:
+      view = view[os.write(self.write_fd, view):]
+
+  def receive(self):
+    """The next message, or None when the host closed the pipe."""
+    while True:
+      end = self.buffer.find(b"\n")
+      if end >= 0:
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
+        if line.strip():
+          return json.loads(line)
+        continue
+      chunk = os.read(self.read_fd, 1 << 16)
+      if not chunk:
+        return None
+      self.buffer += chunk
+
+
+class ToolError(RuntimeError):
+  """A tool call the host refused or that failed on the host."""
+
+
+_ERROR_TYPES = {"ValueError": ValueError, "TypeError": TypeError, "ToolError": ToolError}
+
+
+class _Host:
+  """Sends a request to the host and waits for its reply."""
+
+  def __init__(self, channel, exit_process):
+    self._channel, self._exit = channel, exit_process
+
+  def request(self, message):
+    try:
+      self._channel.send(message)
+    except (TypeError, ValueError) as error:
+      raise TypeError(f"{message['type']} request arguments must be JSON-serializable: "
+                      f"{error}") from None
+    while True:
+      reply = self._channel.receive()
+      if reply is None:
+        self._exit(3)  # the host is gone
+      if reply.get("type") == "reply":
+        break
+    if reply.get("ok"):
+      return reply.get("value")
+    raise _ERROR_TYPES.get(reply.get("error_type"), ToolError)(reply.get("error"))
+
+
+class LLM:
+  """The model, served by the host. Each call is recorded in the episode's trajectory.
+
+  chat(messages, tools=None, **sampling) -> str: messages are [{"role", "content"}] dicts; the
+    host renders the chat template (tools: optional JSON function schemas) and samples.
+  generate(prompt, **sampling) -> str: samples a continuation of raw prompt text.
+  sampling: max_tokens, temperature, top_p, top_k, n, stop, seed. With n > 1 both return a list
+    of n strings.
+  """
+  __slots__ = ("_host",)
+
+  def __init__(self, host):
+    self._host = host
+
+  def chat(self, messages, tools=None, **sampling):
+    return self._host.request({"type": "llm", "method": "chat", "messages": messages,
+                               "tools": tools, "sampling": sampling})
+
+  def generate(self, prompt, **sampling):
+    return self._host.request({"type": "llm", "method": "generate", "prompt": prompt,
+                               "sampling": sampling})
+
+
+class Tools:
+  """The domain's tools, served by the host: tools.<name>(*args, **kwargs)."""
+  __slots__ = ("_host", "_names")
+
+  def __init__(self, host, names):
+    self._host, self._names = host, tuple(names)
+
+  def __dir__(self):
+    return list(self._names)
+
+  def __getattr__(self, name):
+    if name.startswith("_") or name not in self._names:
+      raise AttributeError(f"tools has no tool named {name!r}; this domain offers: "
+                           f"{', '.join(self._names) or 'no tools'}.")
+    host = self._host
+
+    def call(*args, **kwargs):
+      return host.request({"type": "tool", "name": name, "args": list(args), "kwargs": kwargs})
+
+    call.__name__ = name
+    return call
+
+
+def _trimmed_traceback(error, filename):
+  """The exception with only the frames of the untrusted code, at most MAX_ERROR_CHARS."""
+  frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+            if frame.filename == filename]
+  traceback.clear_frames(error.__traceback__)  # frees what a memory bomb left in its locals
+  lines = ["Traceback (most recent call last):\n"] if frames else []
+  lines += traceback.format_list(frames)
+  lines += traceback.format_exception_only(type(error), error)
+  text = "".join(lines)
+  if len(text) > MAX_ERROR_CHARS:
+    half = MAX_ERROR_CHARS // 2
+    text = text[:half] + f"\n[... {len(text) - 2 * half} characters ...]\n" + text[-half:]
+  return text
+
+
+def _set_parent_death_signal(libc):
+  if libc is not None:
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _load_libc():
+  """libc's prctl, loaded before confinement (ctypes is refused afterwards)."""
+  try:
+    import ctypes  # pylint: disable=import-outside-toplevel
+    return ctypes.CDLL(None, use_errno=True)
+  except (ImportError, OSError):
+    return None
+
+
+def _preload(allowed_imports):
+  """Imports every allowed module now; returns the names that could not be imported."""
+  missing = []
+  for name in allowed_imports:
+    try:
+      importlib.import_module(name)
+    except ImportError:
+      missing.append(name)
+  return missing
+
+
+def _confine(workdir, config, parent_pid, libc):
+  """Confines this process to a fresh workdir. Irreversible; see the module docstring."""
+  _set_parent_death_signal(libc)
+  if os.getppid() != parent_pid:
+    os._exit(4)  # the parent died before the death signal was armed
+  os.mkdir(workdir, 0o700)
+  if os.geteuid() == 0:
+    os.chown(workdir, NOBODY, NOBODY)
+  os.chdir(workdir)
+  os.environ.update(HOME=workdir, TMPDIR=workdir)
+  if os.geteuid() == 0:
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large file fails with EFBIG instead
+  memory_bytes, cpu_seconds = config["memory_bytes"], config["cpu_seconds"]
+  resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+  resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+  resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+  resource.setrlimit(resource.RLIMIT_FSIZE, (config["file_size_bytes"],) * 2)
+  resource.setrlimit(resource.RLIMIT_NOFILE, (config["max_open_files"],) * 2)
+  resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+  sys.meta_path.insert(0, _RefuseNewImports(config["allowed_imports"]))
+  sys.addaudithook(_make_audit_hook(os.getcwd()))
+
+
+def _redirect_standard_fds():
+  """Moves the protocol off fds 0/1 (to fresh fds) and points 0, 1, 2 at /dev/null."""
+  read_fd, write_fd = os.dup(0), os.dup(1)
+  devnull = os.open(os.devnull, os.O_RDWR)
+  for fd in (0, 1, 2):
+    os.dup2(devnull, fd)
+  os.close(devnull)
+  return _Channel(read_fd, write_fd)
+
+
+def _run_episode_child(channel, config, message, code, workdir, parent_pid, libc):
+  """Runs in the forked child: confine, execute the harness, report, exit. Never returns."""
+  exit_process = os._exit
+  os.close(config["control_fd"])
+  os.setpgid(0, 0)
+  stdout = _BoundedText(config["max_stdout_chars"])
+  try:
+    _confine(workdir, config, parent_pid, libc)
+  except BaseException as error:  # pylint: disable=broad-except
+    channel.send({"type": "failed", "infra": True, "stdout": "",
+                  "error": f"sandbox confinement failed: {error!r}"})
+    exit_process(0)
+  sys.stdout = sys.stderr = stdout
+  host = _Host(channel, exit_process)
+  try:
+    namespace = {"__name__": "harness", "__file__": HARNESS_FILENAME}
+    exec(code, namespace)  # pylint: disable=exec-used
+    run = namespace.get("run")
+    if not callable(run):
+      raise TypeError("The harness defines no function run(task, llm, tools).")
+    answer = run(message["task"], LLM(host), Tools(host, message["tool_names"]))
+    if not isinstance(answer, str):
+      raise TypeError(f"run() returned {type(answer).__name__}; it must return the final answer "
+                      "as a str.")
+    if len(answer) > config["max_answer_chars"]:
+      raise ValueError(f"run() returned an answer of {len(answer)} characters; at most "
+                       f"{config['max_answer_chars']} are allowed.")
+    result = {"type": "done", "answer": answer}
+  except BaseException as error:  # pylint: disable=broad-except
+    if isinstance(error, SystemExit):
+      error = SystemExit(f"run() called sys.exit({error.code!r}); return the answer "
+                         "instead.").with_traceback(error.__traceback__)
+    result = {"type": "failed", "error": _trimmed_traceback(error, HARNESS_FILENAME)}
+    del error
+  result["stdout"] = stdout.getvalue()
+  channel.send(result)
+  exit_process(0)
+
+
+def _compile(cache, harness_hash, source):
+  """(code, None) or (None, error text); compiled code objects are cached by content hash."""
+  if harness_hash in cache:
+    cache.move_to_end(harness_hash)
+    return cache[harness_hash], None
+  try:
+    code = compile(source, HARNESS_FILENAME, "exec", dont_inherit=True)
+  except (SyntaxError, ValueError, MemoryError, RecursionError) as error:
+    return None, _trimmed_traceback(error, HARNESS_FILENAME)
+  cache[harness_hash] = code
+  if len(cache) > COMPILE_CACHE_SIZE:
+    cache.popitem(last=False)
+  return code, None
+
+
+def _serve_worker():
+  channel = _redirect_standard_fds()
+  libc = _load_libc()
+  config = channel.receive()
+  control = _Channel(None, config["control_fd"])
+  _set_parent_death_signal(libc)
+  if os.getppid() != config["host_pid"]:
+    return
+  missing = _preload(config["allowed_imports"])
+  root = os.getcwd()
+  os.chmod(root, 0o711)  # nobody may enter its own episode folder, not list the others
+  cache = collections.OrderedDict()
+  control.send({"type": "ready", "missing": missing})
+  for count in itertools.count(1):
+    message = channel.receive()
+    if message is None:
+      return
+    if message.get("type") != "episode":
+      continue  # a reply for a child that had already died
+    code, error = _compile(cache, message["harness_hash"], message["source"])
+    if error is not None:
+      control.send({"type": "exit", "status": 0, "cpu_seconds": 0.0, "compile_error": error})
+      continue
+    linecache.cache[HARNESS_FILENAME] = (len(message["source"]), None,
+                                         message["source"].splitlines(True), HARNESS_FILENAME)
+    workdir = os.path.join(root, f"episode-{count}")
+    zygote_pid = os.getpid()
+    gc.freeze()  # keeps the collector from touching (and so copying) the zygote's pages
+    pid = os.fork()
+    if pid == 0:
+      try:
+        _run_episode_child(channel, config, message, code, workdir, zygote_pid, libc)
+      finally:
+        os._exit(5)
+    gc.unfreeze()
+    try:
+      os.setpgid(pid, pid)
+    except OSError:
+      pass
+    control.send({"type": "started", "pid": pid})
+    _, status, usage = os.wait4(pid, 0)
+    try:
+      os.rmdir(workdir)  # the common case: the harness wrote no files
+    except OSError:
+      shutil.rmtree(workdir, ignore_errors=True)
+    control.send({"type": "exit", "status": status,
+                  "cpu_seconds": usage.ru_utime + usage.ru_stime})
+
+
+def _run_code():
+  """exec mode: {"code", "allowed_imports", limits...} on stdin -> one JSON result line."""
+  channel = _redirect_standard_fds()
+  libc = _load_libc()
+  config = channel.receive()
+  missing = _preload(config["allowed_imports"])
+  stdout, stderr = (_BoundedText(config["max_output_chars"]) for _ in range(2))
+  _confine(os.path.join(os.getcwd(), "run"), config, config["host_pid"], libc)
+  sys.stdout, sys.stderr = stdout, stderr
+  status = "ok"
+  start = time.monotonic()
+  try:
+    if missing:
+      raise ImportError(f"modules not available to the interpreter: {', '.join(missing)}")
+    tree = ast.parse(config["code"], CODE_FILENAME)
+    echo = (config["echo_last_expression"] and tree.body and
+            isinstance(tree.body[-1], ast.Expr))
+    body = ast.Module(body=tree.body[:-1] if echo else tree.body, type_ignores=[])
+    namespace = {"__name__": "__main__"}
+    exec(compile(body, CODE_FILENAME, "exec"), namespace)  # pylint: disable=exec-used
+    if echo:
+      value = eval(compile(ast.Expression(tree.body[-1].value), CODE_FILENAME, "eval"),  # pylint: disable=eval-used
+                   namespace)
+      if value is not None:
+        print(repr(value))
+  except BaseException as error:  # pylint: disable=broad-except
+    status = "error"
+    stderr.write(_trimmed_traceback(error, CODE_FILENAME))
+    del error
+  channel.send({"type": "result", "status": status, "stdout": stdout.getvalue(),
+                "stderr": stderr.getvalue(), "seconds": time.monotonic() - start})
+  os._exit(0)
+
+
+if __name__ == "__main__":
+  if sys.argv[1:] == ["worker"]:
+    _serve_worker()
+  elif sys.argv[1:] == ["exec"]:
+    _run_code()
+  else:
+    sys.exit(f"usage: {sys.argv[0]} worker|exec")
