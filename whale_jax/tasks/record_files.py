@@ -1,9 +1,16 @@
-"""Rows of a data file as dicts: .jsonl, .json, .parquet, .csv and .tsv."""
+"""Rows of a data file as dicts (.jsonl, .json, .parquet, .csv, .tsv), and path lists."""
 import csv
 import json
 import os
 
 SUFFIXES = (".jsonl", ".json", ".parquet", ".csv", ".tsv")
+
+
+def as_paths(paths):
+  """A list of paths from None, one path, or several."""
+  if paths is None:
+    return []
+  return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
 def read_records(path):

@@ -1,0 +1,214 @@
+"""SearchQA and synthetic multi-hop QA as domains: questions, a search tool, EM/F1/judge.
+
+  domain = searchqa_domain(questions=["nq_train.parquet", "hotpotqa_train.parquet"],
+                           split_questions={"test": ["nq_test.parquet", ...]},
+                           corpus="wiki-18.jsonl")             # or retrieval_urls=[...]
+  domain = synthetic_qa_domain(seed=0)                       # offline: generated world + BM25
+
+Instances: public {"question"}; reference {"golden_answers", "supporting_ids"}.
+Tool: search(query, topk=3, max_doc_tokens=200) -> 'Doc i (Title: "...") text' lines; query
+may be a list of queries (each gets topk passages); topk <= MAX_TOPK, max_doc_tokens <=
+MAX_DOC_TOKENS (words).
+Verifier: the last <answer>…</answer> of the returned text, scored by normalized exact match
+("exact_match", the default and Harness Learning's metric), token F1 ("f1") or the WHALE LLM
+judge ("judge", which needs `judge=LLMJudge(...)`). No answer tag scores 0.
+Extra metrics: exact_match, f1, retrieval_hit_rate (episodes that searched whose search
+results contain a golden answer, normalized) and search_calls_per_episode.
+"""
+import os
+import threading
+
+from whale_jax.harness import static_checks
+from whale_jax.tasks import behaviour
+from whale_jax.tasks import qa_answers
+from whale_jax.tasks import qa_files
+from whale_jax.tasks import retrieval
+from whale_jax.tasks import seed_harnesses
+from whale_jax.tasks import splits as splits_lib
+from whale_jax.tasks import synthetic_qa
+from whale_jax.tasks.domain import Domain
+from whale_jax.tasks.domain import Instance
+from whale_jax.tasks.record_files import as_paths
+
+MAX_TOPK = 10
+MAX_DOC_TOKENS = 1000
+VERIFIERS = ("exact_match", "f1", "judge")
+DEFAULT_SPLIT_SIZES = {"weight": -1, "harness": 64, "validation": 64, "test": 128}
+DESCRIPTION = """\
+Task: answer factual questions, many of which need two hops of reasoning (find an entity, then
+a fact about it), using a search tool over a passage corpus.
+task = {"question": str}.
+tools.search(query, topk=3, max_doc_tokens=200) -> str: the top passages for the query, one
+per line as 'Doc i (Title: "...") text', each cut to max_doc_tokens words; query may also be a
+list of queries. topk <= 10, max_doc_tokens <= 1000.
+run must return text whose last <answer>...</answer> holds the final answer: one short entity
+or value, not a sentence. Score: 1 if that answer matches a reference answer ({verifier}), else 0.
+"""
+
+
+def question_instance(record):
+  """An Instance from a question record {"id", "question", "golden_answers", ...}."""
+  return Instance(id=record["id"], public={"question": record["question"]},
+                  reference={"golden_answers": list(record["golden_answers"]),
+                             "supporting_ids": list(record.get("supporting_ids", []))})
+
+
+def search_tool(retrieve):
+  """The host-side search tool over any retriever (see whale_jax.tasks.retrieval)."""
+  def search(query, topk=3, max_doc_tokens=200):
+    queries = [query] if isinstance(query, str) else query
+    if (not isinstance(queries, list) or not queries or
+        not all(isinstance(q, str) and q.strip() for q in queries)):
+      raise ValueError(f"search(query={query!r}): query must be a non-empty string or a list "
+                       "of non-empty strings.")
+    if not isinstance(topk, int) or not 1 <= topk <= MAX_TOPK:
+      raise ValueError(f"search(topk={topk!r}): topk must be an int from 1 to {MAX_TOPK}.")
+    if not isinstance(max_doc_tokens, int) or not 1 <= max_doc_tokens <= MAX_DOC_TOKENS:
+      raise ValueError(f"search(max_doc_tokens={max_doc_tokens!r}): use an int from 1 to "
+                       f"{MAX_DOC_TOKENS}.")
+    results = retrieve(queries, topk)
+    return "\n".join(retrieval.format_passages(passages, max_doc_tokens)
+                     for passages in results)
+  return search
+
+
+def _scorer(verifier, judge):
+  if verifier not in VERIFIERS:
+    raise ValueError(f"verifier={verifier!r}; choose one of {', '.join(VERIFIERS)}.")
+  if verifier == "judge" and judge is None:
+    raise ValueError("verifier='judge' needs judge=tasks.judge.LLMJudge(complete); build one "
+                     "with judge.backend_completer(backend, tokenizer) or "
+                     "judge.client_completer(client), or use verifier='exact_match'.")
+
+  def verify(instance, answer, trajectory=None):
+    prediction = qa_answers.extract_answer(answer)
+    golden_answers = instance.reference["golden_answers"]
+    if verifier == "exact_match":
+      return qa_answers.exact_match(prediction, golden_answers)
+    if verifier == "f1":
+      return qa_answers.f1_score(prediction, golden_answers)
+    return judge(instance.public["question"], golden_answers, prediction).score
+  return verify
+
+
+def _retrieval_hit(trajectory, golden_answers):
+  """None if the episode never searched; else whether a search result holds a golden answer."""
+  results = [event.result for event in behaviour.tool_events(trajectory, "search")
+             if not event.error and isinstance(event.result, str)]
+  if not results:
+    return None
+  text = f" {qa_answers.normalize_answer(' '.join(results))} "
+  return any(f" {qa_answers.normalize_answer(gold)} " in text for gold in golden_answers)
+
+
+def qa_metrics(instances, trajectories, scores):
+  """Shared behaviour metrics plus exact_match, f1, retrieval_hit_rate."""
+  metrics = behaviour.episode_metrics(
+      trajectories, scores, lambda answer: qa_answers.extract_answer(answer) is not None)
+  predictions = [qa_answers.extract_answer(t.answer) for t in trajectories]
+  golds = [instance.reference["golden_answers"] for instance in instances]
+  count = max(len(instances), 1)
+  metrics["exact_match"] = sum(map(qa_answers.exact_match, predictions, golds)) / count
+  metrics["f1"] = sum(map(qa_answers.f1_score, predictions, golds)) / count
+  hits = [hit for hit in map(_retrieval_hit, trajectories, golds) if hit is not None]
+  metrics["retrieval_hit_rate"] = sum(hits) / len(hits) if hits else 0.0
+  metrics["search_calls_per_episode"] = sum(
+      len(behaviour.tool_events(t, "search")) for t in trajectories) / count
+  return metrics
+
+
+def _qa_domain(name, make_splits, retrieve, verifier, judge, config):
+  verify = _scorer(verifier, judge)
+  search = search_tool(retrieve)
+  return Domain(
+      name=name, description=DESCRIPTION.replace("{verifier}", verifier.replace("_", " ")),
+      seed_harness=seed_harnesses.source("searchqa"), splits=make_splits, verify=verify,
+      tools=lambda instance: {"search": search}, metrics=qa_metrics,
+      allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config)
+
+
+def _load_question_files(paths):
+  """Question records from several files; ids are prefixed by file stem (or folder/stem)."""
+  paths = [os.fspath(p) for p in paths]
+  stems = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+  records = []
+  for path, stem in zip(paths, stems):
+    source = stem
+    if stems.count(stem) > 1:
+      source = f"{os.path.basename(os.path.dirname(os.path.abspath(path)))}/{stem}"
+    records += qa_files.load_questions(path, source=source)
+  return records
+
+
+def searchqa_domain(questions=None, split_questions=None, corpus=None, retrieval_urls=None,
+                    split_sizes=None, seed=0, verifier="exact_match", judge=None):
+  """SearchQA over question files the researcher brings (see qa_files for the layouts).
+
+  Args:
+    questions: file(s) of the shared pool the splits without their own files draw from.
+    split_questions: {split: file(s)} for splits with their own source (e.g. the seven test
+      sets); their questions are removed from the shared pool.
+    corpus: a passage corpus file for local BM25; or
+    retrieval_urls: Search-R1-style retrieval server URL(s) (.../retrieve).
+    split_sizes: {split: size}, -1 for the rest of the pool (default DEFAULT_SPLIT_SIZES).
+    seed: split seed.
+    verifier, judge: see the module docstring.
+  """
+  if (corpus is None) == (retrieval_urls is None):
+    raise ValueError("searchqa needs exactly one of corpus=<passages .jsonl/.parquet> (local "
+                     "BM25) or retrieval_urls=[<http://host:port/retrieve>, ...].")
+  if not as_paths(questions) and not split_questions:
+    raise ValueError("searchqa needs question files: questions=<file(s)> for a shared pool "
+                     "and/or split_questions={'test': <file(s)>, ...}.")
+  split_sizes = dict(DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes)
+  if retrieval_urls is not None:
+    retrieve = retrieval.HTTPRetriever(retrieval_urls)
+  else:
+    retrieve = _LazyBM25(lambda: qa_files.load_corpus(corpus))
+
+  def make_splits():
+    pool = [question_instance(r) for r in _load_question_files(as_paths(questions))]
+    fixed = {split: [question_instance(r) for r in _load_question_files(as_paths(paths))]
+             for split, paths in (split_questions or {}).items()}
+    return splits_lib.split_instances(pool, split_sizes, seed, fixed=fixed)
+
+  config = {"questions": [os.fspath(p) for p in as_paths(questions)],
+            "split_questions": {k: [os.fspath(p) for p in as_paths(v)]
+                                for k, v in (split_questions or {}).items()},
+            "corpus": os.fspath(corpus) if corpus is not None else None,
+            "retrieval_urls": retrieval_urls, "split_sizes": split_sizes, "seed": seed,
+            "verifier": verifier}
+  return _qa_domain("searchqa", make_splits, retrieve, verifier, judge, config)
+
+
+class _LazyBM25:
+  """A BM25Retriever built on first use, so building a domain does not index a corpus."""
+
+  def __init__(self, load_corpus):
+    self._load_corpus, self._retriever = load_corpus, None
+    self._lock = threading.Lock()
+
+  def __call__(self, queries, topk):
+    with self._lock:
+      if self._retriever is None:
+        self._retriever = retrieval.BM25Retriever(self._load_corpus())
+    return self._retriever(queries, topk)
+
+
+def synthetic_qa_domain(seed=0, split_sizes=None, verifier="exact_match", judge=None,
+                        **world):
+  """Multi-hop QA over a generated world of fictional entities (synthetic_qa), offline.
+
+  Args:
+    seed: seeds both the world and the splits.
+    world: num_countries, num_cities, num_companies, num_people for generate_world.
+  """
+  split_sizes = dict(DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes)
+  corpus, questions = synthetic_qa.generate_world(seed=seed, **world)
+  retrieve = retrieval.BM25Retriever(corpus)
+
+  def make_splits():
+    return splits_lib.split_instances([question_instance(q) for q in questions], split_sizes,
+                                      seed)
+  config = {"seed": seed, "split_sizes": split_sizes, "verifier": verifier, **world}
+  return _qa_domain("synthetic_qa", make_splits, retrieve, verifier, judge, config)
