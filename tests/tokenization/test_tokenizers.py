@@ -109,3 +109,18 @@ def test_unknown_source_is_a_clear_error(tmp_path):
     load_tokenizer(str(tmp_path / "nope.bin"))
   with pytest.raises(FileNotFoundError, match="no tokenizer.json"):
     load_tokenizer(str(tmp_path))
+
+
+def test_trained_bpe_round_trips_and_keeps_special_tokens_whole(tmp_path):
+  from whale_jax.tokenization import bpe_training  # pylint: disable=g-import-not-at-top
+  bpe_training.train_bpe(CORPUS, str(tmp_path), vocab_size=320)
+  tokenizer = load_tokenizer(str(tmp_path))
+  text = "<|im_start|>user\nthe cat sat on the mat<|im_end|>\n"
+  ids = tokenizer.encode(text)
+  assert tokenizer.decode(ids) == text
+  assert ids[0] == tokenizer.token_to_id("<|im_start|>")
+  assert len(tokenizer.encode("the cat sat on the mat")) <= 6  # frequent words are single tokens
+  assert tokenizer.token_to_id("<|im_end|>") in tokenizer.eos_ids
+  assert tokenizer.pad_id == tokenizer.token_to_id("<|pad|>")
+  with pytest.raises(ValueError, match="vocab_size=100 is too small"):
+    bpe_training.train_bpe(CORPUS, str(tmp_path / "small"), vocab_size=100)
