@@ -71,3 +71,15 @@ def test_both_colours_attack_and_generation_is_seeded():
 def test_mate_in_three_is_refused():
   with pytest.raises(ValueError, match="use 1 or 2"):
     chess_mates.generate_mate_puzzles(1, mate_in=3)
+
+
+@pytest.mark.slow
+def test_every_puzzle_of_the_default_offline_chess_domain_is_unique():
+  from whale_jax import tasks
+  domain = tasks.get_domain("chess", seed=0)
+  instances = [i for split in domain.splits().values() for i in split]
+  assert len(instances) == sum(domain.config["split_sizes"].values())
+  for instance in instances:
+    puzzle = instance.reference
+    mate_in = (len(puzzle["solution"]) + 1) // 2
+    assert winning_first_moves(chess.Board(puzzle["fen"]), mate_in) == [puzzle["solution"][0]]

@@ -126,4 +126,4 @@ def test_observation_is_json_and_holds_no_solution(puzzle):
   text = json.dumps(observation)
   assert "d7d8" not in text  # the opponent's reply (its own moves are legal moves, listed)
   assert "solution" not in text and "a2e6 d7d8" not in text
-  assert observation["board"].count("\n") == 7
+  assert observation["board"].count("\n") == 9  # eight ranks between two file rows

@@ -18,11 +18,15 @@ Moves are read as UCI ("e2e4", "e7e8q") and, failing that, as SAN ("e4", "Qxf7#"
 """
 import csv
 import os
+import re
 
 import chess
 
+from whale_jax.harness.tools import chess_board
 from whale_jax.tasks.record_files import read_records
 
+_UCI = re.compile(r"^([a-h][1-8][a-h][1-8][qrbn]?|0000)$", re.IGNORECASE)
+_SAN = re.compile(r"^([KQRBN]?[a-h]?[1-8]?x?[a-h][1-8](=?[QRBN])?|[O0]-[O0](-[O0])?)[+#]?[!?]*$")
 LICHESS_COLUMNS = ("PuzzleId", "FEN", "Moves", "Rating", "RatingDeviation", "Popularity",
                    "NbPlays", "Themes", "GameUrl", "OpeningTags")
 
@@ -86,37 +90,22 @@ def _headerless_rows(path):
 def parse_move(board, text):
   """(move, status) for a move written in UCI or SAN; status is "ok", "illegal" or "malformed".
 
-  The move is None unless the status is "ok".
+  The move is None unless the status is "ok". "illegal" means it reads as a move (UCI, SAN or
+  the null move "0000") that cannot be played here; "malformed" that it does not read as one.
   """
-  text = str(text).strip()
-  try:
-    move = chess.Move.from_uci(text)
-  except ValueError:
-    move = None
-  if move is not None:
-    if move in board.legal_moves:
-      return move, "ok"
-    try:
-      move = board.parse_uci(text)  # e.g. castling written as king-takes-rook
-    except ValueError:
-      return None, "illegal"
-    return (move, "ok") if move else (None, "illegal")  # "0000" parses as the null move
-  try:
-    return board.parse_san(text), "ok"
-  except chess.IllegalMoveError:
-    return None, "illegal"
-  except chess.AmbiguousMoveError:
-    return None, "illegal"
-  except ValueError:
-    return None, "malformed"
+  move = chess_board.parse_move(board, text)
+  if move:  # the null move ("0000", "--") is falsy: never playable in a puzzle
+    return move, "ok"
+  looks_like_a_move = isinstance(text, str) and (
+      _UCI.match(text.strip()) or _SAN.match(text.strip()))
+  return None, "illegal" if looks_like_a_move else "malformed"
 
 
 def observation(board, last_opponent_move=None, moves_played=()):
   """What a solver may see of the position: JSON-serializable, no reference moves."""
-  legal = sorted(board.legal_moves, key=lambda move: move.uci())
-  return {"fen": board.fen(), "side_to_move": "white" if board.turn else "black",
-          "board": str(board),
-          "legal_moves": [{"uci": move.uci(), "san": board.san(move)} for move in legal],
+  fen = board.fen()
+  return {"fen": fen, "side_to_move": "white" if board.turn else "black",
+          "board": chess_board.board_ascii(fen), "legal_moves": chess_board.legal_moves(fen),
           "last_opponent_move": last_opponent_move, "moves_played": list(moves_played)}
 
 

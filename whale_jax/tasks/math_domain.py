@@ -5,9 +5,9 @@ r"""Math reasoning as a domain: boxed answers checked by value, with a Python to
   domain = math_domain()          # offline: problems from reasoning-gym generators
 
 Instances: public {"question"}; reference {"answer"}.
-Tool: python(code) -> str, the program's stdout followed by its stderr ("no stdout here" when
-both are empty), run by a code runner: the harness's sandboxed interpreter by default, or a
-SandboxFusion server (sandbox_fusion_url).
+Tool: python(code) -> str, the program's stdout followed by its stderr (a note with the status
+when both are empty), run by a code runner: the harness's sandboxed interpreter by default
+(whale_jax.harness.tools.python_interpreter), or a SandboxFusion server (sandbox_fusion_url).
 Verifier: strict \boxed{} (whale_jax.tasks.math_answers): the last \boxed{…} of the returned
 text, equal in value to the reference answer. No box scores 0.
 Offline problems come from reasoning-gym datasets whose answers are plain numbers
@@ -18,6 +18,7 @@ Extra metrics: python_calls_per_episode.
 import os
 
 from whale_jax.harness import static_checks
+from whale_jax.harness.tools import python_interpreter
 from whale_jax.tasks import behaviour
 from whale_jax.tasks import math_answers
 from whale_jax.tasks import math_files
@@ -29,13 +30,13 @@ from whale_jax.tasks.record_files import as_paths
 
 DEFAULT_OFFLINE_DATASETS = ("basic_arithmetic", "chain_sum", "products", "gcd", "lcm")
 DEFAULT_SPLIT_SIZES = {"weight": 512, "harness": 64, "validation": 64, "test": 128}
-NO_OUTPUT = "no stdout here"
 MAX_OUTPUT_CHARS = 4000
 DESCRIPTION = """\
 Task: solve a math problem; the final answer is a number or a simple expression.
 task = {"question": str}.
-tools.python(code) -> str: runs Python code in a sandbox and returns what it printed (stdout,
-then stderr; "no stdout here" when nothing was printed). Print the values you need.
+tools.python(code) -> str: runs Python code in a fresh sandbox and returns what it printed
+(stdout, then stderr; "(no output; status ...)" when nothing was printed). Only the standard
+library's math-related modules can be imported. Print the values you need.
 run must return text whose last \\boxed{...} holds the final answer. Score: 1 if that answer
 equals the reference in value (e.g. 0.5 = \\frac{1}{2}), else 0.
 """
@@ -48,26 +49,22 @@ def problem_instance(record):
 
 
 def python_tool(run_code):
-  """The host-side python tool over a runner code -> {"stdout", "stderr", ...}."""
+  """The host-side python tool over a runner code -> {"status", "stdout", "stderr"}."""
   def python(code):
     if not isinstance(code, str):
       raise TypeError(f"python(code) takes the program text as a str; got "
                       f"{type(code).__name__}.")
-    result = run_code(code)
-    output = (result.get("stdout") or "") + (result.get("stderr") or "")
+    output = python_interpreter.format_result(run_code(code))
     if len(output) > MAX_OUTPUT_CHARS:
-      output = output[:MAX_OUTPUT_CHARS] + f"\n... ({len(output) - MAX_OUTPUT_CHARS} more " \
-               "characters cut)"
-    return output if output.strip() else NO_OUTPUT
+      output = (output[:MAX_OUTPUT_CHARS] +
+                f"\n... ({len(output) - MAX_OUTPUT_CHARS} more characters cut)")
+    return output
   return python
 
 
-def default_code_runner(timeout_seconds=10.0):
-  """The harness's sandboxed interpreter as a code runner (imported on first use)."""
-  def run_code(code):
-    from whale_jax.harness.tools import python_interpreter
-    return python_interpreter.run_python(code, timeout_seconds=timeout_seconds)
-  return run_code
+def sandboxed_code_runner(timeout_seconds=10.0):
+  """The harness's sandboxed interpreter as a code runner."""
+  return lambda code: python_interpreter.run_python(code, timeout_seconds=timeout_seconds)
 
 
 def offline_problems(datasets, count, seed):
@@ -120,7 +117,7 @@ def math_domain(problems=None, split_problems=None, offline_datasets=DEFAULT_OFF
       code_runner = SandboxFusionClient(sandbox_fusion_url,
                                         run_timeout_seconds=code_timeout_seconds)
     else:
-      code_runner = default_code_runner(code_timeout_seconds)
+      code_runner = sandboxed_code_runner(code_timeout_seconds)
   python = python_tool(code_runner)
 
   def make_splits():

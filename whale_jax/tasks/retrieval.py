@@ -3,7 +3,7 @@
 A retriever is a callable `retrieve(queries, topk) -> [[passage, ...] per query]`, best
 first, each passage {"id", "title", "text", "score"}.
 
-  retrieve = retrieval.BM25Retriever(corpus)                       # in process, bm25s
+  retrieve = retrieval.BM25Retriever(corpus)                       # in process, BM25
   retrieve = retrieval.HTTPRetriever(["http://host:8000/retrieve"]) # Search-R1 server
   passages = retrieve(["who founded Talvek"], topk=3)[0]
   text = retrieval.format_passages(passages, max_doc_tokens=200)
@@ -20,33 +20,26 @@ import threading
 import urllib.error
 import urllib.request
 
+from whale_jax.harness.tools import search
 from whale_jax.tasks import qa_files
 
 
 class BM25Retriever:
-  """BM25 (bm25s, English stopwords) over title + text of each passage of a corpus."""
+  """Local BM25 over title + text of each passage (the harness's BM25Search index).
+
+  Passages that share no word with a query are left out, so a row may hold fewer than topk.
+  """
 
   def __init__(self, corpus):
-    import bm25s
     if not corpus:
       raise ValueError("BM25Retriever needs a non-empty corpus of {id, title, text} passages.")
     self.corpus = [dict(passage) for passage in corpus]
-    self._bm25s = bm25s
-    self._index = bm25s.BM25()
-    tokens = bm25s.tokenize([f"{p['title']} {p['text']}" for p in self.corpus],
-                            stopwords="en", show_progress=False)
-    self._index.index(tokens, show_progress=False)
-    self._lock = threading.Lock()
+    self._search = search.BM25Search(self.corpus)
 
   def __call__(self, queries, topk=3):
     queries = _check_queries(queries, topk)
-    topk = min(topk, len(self.corpus))
-    tokens = self._bm25s.tokenize(list(queries), stopwords="en", show_progress=False)
-    with self._lock:  # bm25s keeps per-call state on the index
-      indices, scores = self._index.retrieve(tokens, k=topk, show_progress=False,
-                                             n_threads=1)
-    return [[{**self.corpus[int(i)], "score": float(s)} for i, s in zip(row, row_scores)]
-            for row, row_scores in zip(indices, scores)]
+    return [[{**self.corpus[i], "score": score} for i, score in self._search.rank(query, topk)]
+            for query in queries]
 
 
 class HTTPRetriever:
@@ -113,21 +106,14 @@ def _parse_results(payload, num_queries, url):
   return parsed
 
 
-def truncate_words(text, max_doc_tokens):
-  """The first max_doc_tokens whitespace-separated words of text."""
-  words = text.split()
-  return " ".join(words[:max_doc_tokens])
-
-
 def format_passages(passages, max_doc_tokens=None):
   """Search-R1's view of retrieved passages: 'Doc i (Title: "t") text' lines.
 
-  max_doc_tokens caps each passage's text at that many whitespace-separated words.
+  max_doc_tokens caps each passage's text at that many whitespace-separated words; no
+  passages give search.NO_RESULTS.
   """
-  lines = []
-  for i, passage in enumerate(passages):
-    text = passage["text"]
-    if max_doc_tokens is not None:
-      text = truncate_words(text, max_doc_tokens)
-    lines.append(f"Doc {i + 1} (Title: \"{passage['title']}\") {text}")
-  return "\n".join(lines)
+  if not passages:
+    return search.NO_RESULTS
+  if max_doc_tokens is not None:
+    passages = [{**p, "text": " ".join(p["text"].split()[:max_doc_tokens])} for p in passages]
+  return search.format_documents(passages)

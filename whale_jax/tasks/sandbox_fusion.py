@@ -1,15 +1,16 @@
 """A client for a SandboxFusion-style code-execution service (POST /run_code).
 
   run = SandboxFusionClient("http://localhost:8080")
-  result = run("print(1 + 1)")   # {"stdout": "2\n", "stderr": "", "status": "Finished"}
+  result = run("print(1 + 1)")   # {"status": "ok", "stdout": "2\n", "stderr": ""}
 
 Request: {"code", "language": "python", "run_timeout", "memory_limit_MB"}. Reply:
 {"status": "Success" | "Failed" | "SandboxError", "message", "compile_result",
  "run_result": {"status": "Finished" | "Error" | "TimeLimitExceeded", "stdout", "stderr",
                 "return_code", "execution_time"}}.
-A "Failed" status is the program's failure (an exception, a timeout) and is returned to the
-caller like any other run; transport errors and "SandboxError" replies are retried and then
-raised as RuntimeError.
+The result has the statuses of the harness's interpreter (python_interpreter.STATUSES): "ok"
+(Finished with return code 0), "error" (it raised or exited non-zero), "timeout"
+(TimeLimitExceeded), "crashed" (anything else). Transport errors and "SandboxError" replies
+are retried and then raised as RuntimeError.
 """
 import json
 import time
@@ -18,7 +19,7 @@ import urllib.request
 
 
 class SandboxFusionClient:
-  """Runs Python on a SandboxFusion server; returns {"stdout", "stderr", "status"}."""
+  """Runs Python on a SandboxFusion server; returns {"status", "stdout", "stderr"}."""
 
   def __init__(self, base_url, run_timeout_seconds=30, memory_limit_mb=1024,
                request_timeout_seconds=None, max_attempts=3, backoff_seconds=0.5):
@@ -53,8 +54,18 @@ class SandboxFusionClient:
         continue
       run_result = reply.get("run_result") or {}
       compile_result = reply.get("compile_result") or {}
-      return {"stdout": str(run_result.get("stdout") or ""),
-              "stderr": str(run_result.get("stderr") or compile_result.get("stderr") or ""),
-              "status": str(run_result.get("status") or reply.get("message") or
-                            reply.get("status"))}
+      return {"status": _status(run_result), "stdout": str(run_result.get("stdout") or ""),
+              "stderr": str(run_result.get("stderr") or compile_result.get("stderr") or
+                            reply.get("message") or "")}
     raise RuntimeError(f"{self.url} failed {self.max_attempts} times: " + "; ".join(errors))
+
+
+def _status(run_result):
+  status = run_result.get("status")
+  if status == "Finished":
+    return "ok" if run_result.get("return_code") in (0, None) else "error"
+  if status == "TimeLimitExceeded":
+    return "timeout"
+  if status == "Error":
+    return "error"
+  return "crashed"
