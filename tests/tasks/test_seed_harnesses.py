@@ -321,8 +321,8 @@ def test_reasoning_gym_h0_is_one_direct_call_scored_by_the_dataset():
 
   def answer_for(prompt, transform):
     return next(transform(a) for q, a in answers.items() if q in prompt)
-  trajectories, scores = run_seed_harness(domain, instances,
-                                          lambda p: answer_for(p, lambda a: f"<think>hm</think>{a}"))
+  trajectories, scores = run_seed_harness(
+      domain, instances, lambda p: answer_for(p, lambda a: f"<think>hm</think>{a}"))
   assert scores == [1.0] * len(instances)
   assert [t.num_turns for t in trajectories] == [1] * len(instances)
   assert all("Give only the final answer" in TOKENIZER.decode(t.calls[0].prompt_token_ids)
@@ -331,3 +331,20 @@ def test_reasoning_gym_h0_is_one_direct_call_scored_by_the_dataset():
   assert all(0.0 < score < 1.0 for score in scores)  # the dataset's partial credit
   _, scores = run_seed_harness(domain, instances, "qqqqqq")
   assert scores == [0.0] * len(instances)
+
+
+# ---------------------------------------------------------------- what crosses the boundary
+
+@pytest.mark.parametrize("name", ["synthetic_qa", "math", "chess", "reasoning_gym:chain_sum"])
+def test_only_public_fields_cross_into_the_sandbox(name, sent_to_sandbox):
+  domain = tasks.get_domain(name, seed=0, split_sizes=SMALL)
+  instances = domain.splits()["test"]
+  _, scores = run_seed_harness(domain, instances, "I am not sure.")
+  assert scores == [0.0] * len(instances)
+  tasks_sent = [json.loads(m)["task"] for m in episode_messages(sent_to_sandbox)]
+  assert sorted(map(json.dumps, tasks_sent)) == sorted(
+      json.dumps(dict(i.public)) for i in instances)
+  reference_fields = {"golden_answers", "supporting_ids", "answer", "solution", "metadata"}
+  for message in sent_to_sandbox:
+    assert not reference_fields & set(json.loads(message).get("task", {}))
+    assert "golden_answers" not in message and '"solution"' not in message

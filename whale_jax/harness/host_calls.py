@@ -24,7 +24,6 @@ import json
 import time
 
 from whale_jax.harness import trajectory as trajectory_lib
-from whale_jax.sampling import api
 from whale_jax.tokenization import chat
 
 SAMPLING_ARGUMENTS = ("max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed")

@@ -292,18 +292,22 @@ def _trimmed_traceback(error, filename):
   return text
 
 
-def _set_parent_death_signal(libc):
-  if libc is not None:
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _set_parent_death_signal(prctl):
+  if prctl is not None:
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _load_libc():
-  """libc's prctl, loaded before confinement (ctypes is refused afterwards)."""
+def _load_prctl():
+  """libc's prctl with its argument types declared (a fast call after fork); loaded before
+  confinement, since ctypes is refused afterwards."""
   try:
     import ctypes  # pylint: disable=import-outside-toplevel
-    return ctypes.CDLL(None, use_errno=True)
-  except (ImportError, OSError):
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+  except (ImportError, OSError, AttributeError):
     return None
+  prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+  prctl.restype = ctypes.c_int
+  return prctl
 
 
 def _preload(allowed_imports):
@@ -317,16 +321,15 @@ def _preload(allowed_imports):
   return missing
 
 
-def _confine(workdir, config, parent_pid, libc):
+def _confine(workdir, config, parent_pid, prctl):
   """Confines this process to a fresh workdir. Irreversible; see the module docstring."""
-  _set_parent_death_signal(libc)
+  _set_parent_death_signal(prctl)
   if os.getppid() != parent_pid:
     os._exit(4)  # the parent died before the death signal was armed
   os.mkdir(workdir, 0o700)
   if os.geteuid() == 0:
     os.chown(workdir, NOBODY, NOBODY)
   os.chdir(workdir)
-  os.environ.update(HOME=workdir, TMPDIR=workdir)
   if os.geteuid() == 0:
     os.setgroups([])
     os.setgid(NOBODY)
@@ -353,14 +356,14 @@ def _redirect_standard_fds():
   return _Channel(read_fd, write_fd)
 
 
-def _run_episode_child(channel, config, message, code, workdir, parent_pid, libc):
+def _run_episode_child(channel, config, message, code, workdir, parent_pid, prctl):
   """Runs in the forked child: confine, execute the harness, report, exit. Never returns."""
   exit_process = os._exit
   os.close(config["control_fd"])
   os.setpgid(0, 0)
   stdout = _BoundedText(config["max_stdout_chars"])
   try:
-    _confine(workdir, config, parent_pid, libc)
+    _confine(workdir, config, parent_pid, prctl)
   except BaseException as error:  # pylint: disable=broad-except
     channel.send({"type": "failed", "infra": True, "stdout": "",
                   "error": f"sandbox confinement failed: {error!r}"})
@@ -409,10 +412,10 @@ def _compile(cache, harness_hash, source):
 
 def _serve_worker():
   channel = _redirect_standard_fds()
-  libc = _load_libc()
+  prctl = _load_prctl()
   config = channel.receive()
   control = _Channel(None, config["control_fd"])
-  _set_parent_death_signal(libc)
+  _set_parent_death_signal(prctl)
   if os.getppid() != config["host_pid"]:
     return
   missing = _preload(config["allowed_imports"])
@@ -438,7 +441,7 @@ def _serve_worker():
     pid = os.fork()
     if pid == 0:
       try:
-        _run_episode_child(channel, config, message, code, workdir, zygote_pid, libc)
+        _run_episode_child(channel, config, message, code, workdir, zygote_pid, prctl)
       finally:
         os._exit(5)
     gc.unfreeze()
@@ -459,11 +462,11 @@ def _serve_worker():
 def _run_code():
   """exec mode: {"code", "allowed_imports", limits...} on stdin -> one JSON result line."""
   channel = _redirect_standard_fds()
-  libc = _load_libc()
+  prctl = _load_prctl()
   config = channel.receive()
   missing = _preload(config["allowed_imports"])
   stdout, stderr = (_BoundedText(config["max_output_chars"]) for _ in range(2))
-  _confine(os.path.join(os.getcwd(), "run"), config, config["host_pid"], libc)
+  _confine(os.path.join(os.getcwd(), "run"), config, config["host_pid"], prctl)
   sys.stdout, sys.stderr = stdout, stderr
   status = "ok"
   start = time.monotonic()

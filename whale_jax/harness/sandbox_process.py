@@ -7,7 +7,8 @@
   sandbox_process.kill_group(process.pid)
 
 The process is a fresh interpreter (exec, never a fork of the host, which may hold JAX state) in
-a session of its own, with a scrubbed environment, stdin/stdout as its protocol pipes and stderr
+a session of its own, with SCRUBBED_ENVIRONMENT as its whole environment (a fixed hash seed, no
+HOME or TMPDIR: tempfile falls back to the working directory), stdin/stdout as its protocol pipes and stderr
 discarded. Everything it sends is untrusted: messages are size-limited and must be JSON objects
 with a "type".
 """
@@ -27,10 +28,8 @@ class MessageTooLarge(ValueError):
   """The sandbox sent a line longer than max_message_bytes."""
 
 
-def scrubbed_environment(workdir):
-  """The whole environment of a sandboxed process: nothing of the host's is passed on."""
-  return {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
-          "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}
+SCRUBBED_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+                        "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}
 
 
 def start(mode, workdir, use_site_packages=False, pass_fds=()):
@@ -39,7 +38,7 @@ def start(mode, workdir, use_site_packages=False, pass_fds=()):
   return subprocess.Popen(  # pylint: disable=consider-using-with
       [sys.executable, *flags, SANDBOX_SCRIPT, mode], stdin=subprocess.PIPE,
       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
-      env=scrubbed_environment(workdir), start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds))
+      env=dict(SCRUBBED_ENVIRONMENT), start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds))
 
 
 def kill_group(pid):

@@ -5,7 +5,7 @@ attacker's king with one to three pieces, and up to two defending pieces or pawn
 colour may attack. A position becomes a puzzle when search over every legal line proves:
 
   mate in 1: exactly one legal move gives checkmate.
-  mate in 2: no move mates at once, and exactly one move (the key) leaves the defender only
+  mate in 2: no move mates at once, and exactly one move (the key move) leaves the defender only
     replies after which some move mates. The reference line is key, reply, mate, with the
     reply that leaves the attacker the fewest mates (then the lowest UCI) and the lowest-UCI
     mate after it; on the final move any mate is accepted (see chess_puzzles).
@@ -44,9 +44,9 @@ def _has_mate(board):
   return False
 
 
-def mate_in_two_keys(board):
+def mate_in_two_first_moves(board):
   """Every move after which all defender replies allow a mate in one (none if it mates now)."""
-  keys = []
+  first_moves = []
   for move in list(board.legal_moves):
     board.push(move)
     forced = not board.is_game_over()
@@ -59,21 +59,21 @@ def mate_in_two_keys(board):
           break
     board.pop()
     if forced:
-      keys.append(move)
-  return keys
+      first_moves.append(move)
+  return first_moves
 
 
-def _random_position(rng):
-  attacker = rng.choice([chess.WHITE, chess.BLACK])
+def _random_position(random_state):
+  attacker = random_state.choice([chess.WHITE, chess.BLACK])
   board = chess.Board(None)
   edge = [s for s in chess.SQUARES
           if chess.square_rank(s) in (0, 7) or chess.square_file(s) in (0, 7)]
-  defending_king = rng.choice(edge)
+  defending_king = random_state.choice(edge)
   board.set_piece_at(defending_king, chess.Piece(chess.KING, not attacker))
   free = [s for s in chess.SQUARES if s != defending_king]
-  rng.shuffle(free)
-  attackers = [chess.KING] + rng.sample(ATTACKING_PIECES, rng.randint(1, 3))
-  defenders = rng.sample(DEFENDING_PIECES, rng.randint(0, 2))
+  random_state.shuffle(free)
+  attackers = [chess.KING] + random_state.sample(ATTACKING_PIECES, random_state.randint(1, 3))
+  defenders = random_state.sample(DEFENDING_PIECES, random_state.randint(0, 2))
   for piece_type in attackers:
     board.set_piece_at(free.pop(), chess.Piece(piece_type, attacker))
   for piece_type in defenders:
@@ -93,11 +93,11 @@ def _mate_in_one_line(board):
 def _mate_in_two_line(board):
   if _has_mate(board):
     return None
-  keys = mate_in_two_keys(board)
-  if len(keys) != 1:
+  first_moves = mate_in_two_first_moves(board)
+  if len(first_moves) != 1:
     return None
-  key = keys[0]
-  board.push(key)
+  first_move = first_moves[0]
+  board.push(first_move)
   options = []
   for reply in list(board.legal_moves):
     board.push(reply)
@@ -106,7 +106,7 @@ def _mate_in_two_line(board):
     options.append((len(mates), reply.uci(), mates[0]))
   board.pop()
   _, reply, mate = min(options)
-  return [key.uci(), reply, mate]
+  return [first_move.uci(), reply, mate]
 
 
 def generate_mate_puzzles(count, mate_in, seed=0):
@@ -115,12 +115,12 @@ def generate_mate_puzzles(count, mate_in, seed=0):
     raise ValueError(f"mate_in={mate_in!r}: the generator makes mate-in-1 and mate-in-2 "
                      "puzzles; use 1 or 2.")
   find_line = _mate_in_one_line if mate_in == 1 else _mate_in_two_line
-  rng = random.Random(f"mate{mate_in}:{seed}")
+  random_state = random.Random(f"mate{mate_in}:{seed}")
   puzzles, seen = [], set()
   for _ in range(MAX_TRIES_PER_PUZZLE * max(count, 1)):
     if len(puzzles) == count:
       break
-    board = _random_position(rng)
+    board = _random_position(random_state)
     if board is None:
       continue
     fen = board.fen()

@@ -58,7 +58,7 @@ class Instance:
                        "or non-string keys?); use lists and string keys.")
 
 
-def public_key(instance):
+def public_fingerprint(instance):
   """A canonical string of the public fields: two instances a harness cannot tell apart."""
   return json.dumps(dict(instance.public), sort_keys=True, ensure_ascii=False)
 

@@ -29,9 +29,9 @@ def _strip_dapo_template(text):
 
 
 def _problem_text(row):
-  for key in ("problem", "Problem", "question", "Question"):
-    if isinstance(row.get(key), str) and row[key].strip():
-      return row[key]
+  for field in ("problem", "Problem", "question", "Question"):
+    if isinstance(row.get(field), str) and row[field].strip():
+      return row[field]
   prompt = row.get("prompt")
   if isinstance(prompt, str):
     return prompt
@@ -45,9 +45,9 @@ def _problem_text(row):
 
 
 def _answer_text(row):
-  for key in ("answer", "Answer"):
-    if row.get(key) not in (None, ""):
-      return str(row[key])
+  for field in ("answer", "Answer"):
+    if row.get(field) not in (None, ""):
+      return str(row[field])
   reward_model = row.get("reward_model")
   if isinstance(reward_model, dict) and reward_model.get("ground_truth") not in (None, ""):
     return str(reward_model["ground_truth"])

@@ -28,8 +28,8 @@ def _as_answer_list(value):
     return []
   if isinstance(value, dict):
     answers = []
-    for key in ("value", "Value", "target", "aliases", "Aliases", "normalized_aliases"):
-      answers += _as_answer_list(value.get(key))
+    for field in ("value", "Value", "target", "aliases", "Aliases", "normalized_aliases"):
+      answers += _as_answer_list(value.get(field))
     return answers
   if isinstance(value, str):
     stripped = value.strip()
@@ -56,14 +56,15 @@ def _dedupe(answers):
 
 def question_record(row, index, source):
   """{"id", "question", "golden_answers"} from one row of any supported layout."""
-  question = next((row[key] for key in ("question", "Question", "query") if row.get(key)), None)
+  question = next((row[field] for field in ("question", "Question", "query")
+                   if row.get(field)), None)
   if not isinstance(question, str):
     raise ValueError(f"{source} row {index} has no question; expected a 'question' (or "
                      f"'Question', 'query') field, found fields {sorted(row)}.")
   answers = []
-  for key in ("golden_answers", "answers", "answer", "Answer", "possible_answers",
+  for field in ("golden_answers", "answers", "answer", "Answer", "possible_answers",
               "answer_aliases"):
-    answers += _as_answer_list(row.get(key))
+    answers += _as_answer_list(row.get(field))
   reward_model = row.get("reward_model")
   if not answers and isinstance(reward_model, dict):
     answers = _as_answer_list(reward_model.get("ground_truth"))
@@ -72,8 +73,8 @@ def question_record(row, index, source):
     raise ValueError(f"{source} row {index} ({question[:60]!r}) has no answer; expected "
                      "'golden_answers', 'answer', 'answers', 'possible_answers' or "
                      "reward_model.ground_truth.target.")
-  record_id = next((row[key] for key in ("id", "_id", "question_id", "QuestionId")
-                    if row.get(key) not in (None, "")), index)
+  record_id = next((row[field] for field in ("id", "_id", "question_id", "QuestionId")
+                    if row.get(field) not in (None, "")), index)
   return {"id": f"{source}:{record_id}", "question": question.strip(),
           "golden_answers": answers}
 

@@ -15,7 +15,7 @@ from them, and everything in it is removed from the pool the other splits share.
 """
 import numpy as np
 
-from whale_jax.tasks.domain import public_key
+from whale_jax.tasks.domain import public_fingerprint
 
 SPLIT_NAMES = ("weight", "harness", "validation", "test")
 
@@ -25,16 +25,16 @@ def unique_instances(instances):
 
   Raises ValueError when two different instances share an id.
   """
-  key_of_id, seen_keys, unique = {}, set(), []
+  fingerprint_of_id, seen_fingerprints, unique = {}, set(), []
   for instance in instances:
-    key = public_key(instance)
-    if instance.id in key_of_id and key_of_id[instance.id] != key:
+    fingerprint = public_fingerprint(instance)
+    if instance.id in fingerprint_of_id and fingerprint_of_id[instance.id] != fingerprint:
       raise ValueError(f"Two different instances share the id {instance.id!r}; ids must be "
                        "unique (give each source file its own name or prefix).")
-    if key in seen_keys:
+    if fingerprint in seen_fingerprints:
       continue
-    key_of_id[instance.id] = key
-    seen_keys.add(key)
+    fingerprint_of_id[instance.id] = fingerprint
+    seen_fingerprints.add(fingerprint)
     unique.append(instance)
   return unique
 
@@ -53,14 +53,14 @@ def _check_sizes(sizes):
                      "split; give all but one of them a size.")
 
 
-def _draw(instances, size, rng, label):
+def _draw(instances, size, random_state, label):
   if size == -1:
     size = len(instances)
   if size > len(instances):
     raise ValueError(f"{label} needs {size} instances but only {len(instances)} distinct ones "
                      "are available; lower split_sizes or bring more data (or generate a "
                      "larger pool).")
-  order = rng.permutation(len(instances))
+  order = random_state.permutation(len(instances))
   return [instances[i] for i in order[:size]], [instances[i] for i in order[size:]]
 
 
@@ -77,19 +77,20 @@ def split_instances(pool, sizes, seed, fixed=None):
   fixed = dict(fixed or {})
   _check_sizes(sizes)
   _check_sizes({name: 0 for name in fixed})
-  rng = np.random.default_rng(seed)
+  random_state = np.random.default_rng(seed)
   splits, taken = {}, set()
   for name in SPLIT_NAMES:
     if name in fixed:
-      source = [i for i in unique_instances(fixed[name]) if public_key(i) not in taken]
-      splits[name], _ = _draw(source, sizes.get(name, -1), rng, f"split {name!r} (own files)")
-      taken.update(public_key(i) for i in splits[name])
-  remaining = [i for i in unique_instances(pool) if public_key(i) not in taken]
+      source = [i for i in unique_instances(fixed[name]) if public_fingerprint(i) not in taken]
+      splits[name], _ = _draw(source, sizes.get(name, -1), random_state,
+                              f"split {name!r} (own files)")
+      taken.update(public_fingerprint(i) for i in splits[name])
+  remaining = [i for i in unique_instances(pool) if public_fingerprint(i) not in taken]
   rest_name = next((n for n in SPLIT_NAMES if n not in fixed and sizes.get(n) == -1), None)
   for name in SPLIT_NAMES:
     if name in fixed or name == rest_name:
       continue
-    splits[name], remaining = _draw(remaining, sizes.get(name, 0), rng, f"split {name!r}")
+    splits[name], remaining = _draw(remaining, sizes.get(name, 0), random_state, f"split {name!r}")
   if rest_name is not None:
     splits[rest_name] = remaining
   unique_instances([i for name in SPLIT_NAMES for i in splits[name]])  # ids unique overall

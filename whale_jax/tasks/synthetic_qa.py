@@ -28,15 +28,15 @@ LANGUAGES = ("Orvish", "Telmic", "Sarnese", "Brandic", "Quellan", "Dovric", "Min
 FIRST_YEAR, LAST_YEAR = 1700, 1999
 
 
-def _names(rng, count):
+def _names(random_state, count):
   """`count` distinct capitalized two-syllable names such as "Talvek"."""
   names = set()
   while len(names) < count:
-    syllables = [rng.choice(CONSONANTS) + rng.choice(VOWELS) + rng.choice(CONSONANTS)
-                 for _ in range(2)]
+    syllables = [random_state.choice(CONSONANTS) + random_state.choice(VOWELS) +
+                 random_state.choice(CONSONANTS) for _ in range(2)]
     names.add("".join(syllables).capitalize())
   names = sorted(names)
-  rng.shuffle(names)
+  random_state.shuffle(names)
   return names
 
 
@@ -55,21 +55,23 @@ def generate_world(seed=0, num_countries=6, num_cities=24, num_companies=24, num
   if num_countries > len(LANGUAGES):
     raise ValueError(f"num_countries={num_countries} exceeds the {len(LANGUAGES)} languages; "
                      f"use at most {len(LANGUAGES)} countries.")
-  rng = random.Random(seed)
-  names = iter(_names(rng, num_countries + num_cities + num_companies + num_people))
+  random_state = random.Random(seed)
+  names = iter(_names(random_state, num_countries + num_cities + num_companies + num_people))
   countries = [{"name": next(names), "language": LANGUAGES[i]} for i in range(num_countries)]
   cities = [{"name": next(names), "country": countries[i % num_countries]["name"]
-             if i < num_countries else rng.choice(countries)["name"],
-             "year": rng.randint(FIRST_YEAR, LAST_YEAR)} for i in range(num_cities)]
-  people = [{"name": next(names), "profession": rng.choice(PROFESSIONS),
-             "city": rng.choice(cities)["name"], "year": rng.randint(FIRST_YEAR, LAST_YEAR)}
+             if i < num_countries else random_state.choice(countries)["name"],
+             "year": random_state.randint(FIRST_YEAR, LAST_YEAR)} for i in range(num_cities)]
+  people = [{"name": next(names), "profession": random_state.choice(PROFESSIONS),
+             "city": random_state.choice(cities)["name"],
+             "year": random_state.randint(FIRST_YEAR, LAST_YEAR)}
             for _ in range(num_people)]
-  founders = rng.sample(people, min(num_companies, num_people))
-  companies = [{"name": next(names), "industry": rng.choice(INDUSTRIES),
-                "city": rng.choice(cities)["name"], "founder": founders[i % len(founders)]["name"],
-                "year": rng.randint(FIRST_YEAR, LAST_YEAR)} for i in range(num_companies)]
+  founders = random_state.sample(people, min(num_companies, num_people))
+  companies = [{"name": next(names), "industry": random_state.choice(INDUSTRIES),
+                "city": random_state.choice(cities)["name"],
+                "founder": founders[i % len(founders)]["name"],
+                "year": random_state.randint(FIRST_YEAR, LAST_YEAR)} for i in range(num_companies)]
   for person in people:
-    person["company"] = rng.choice(companies)["name"]
+    person["company"] = random_state.choice(companies)["name"]
 
   corpus, passage_id = [], {}
 

@@ -33,7 +33,7 @@ PARAMETER = re.compile(r"<parameter=([\w.-]+)>\n?(.*?)\n?</parameter>", re.DOTAL
 FENCE = re.compile(r"```(?:python|py)?\n(.*?)```", re.DOTALL)
 STATEMENT = re.compile(r"^(import|from|def|class|for|while|if|elif|else|try|except|finally|"
                        r"with|return|raise|assert|pass|del|global|nonlocal|print|@|#)\b")
-ASSIGNMENT = re.compile(r"^[\w\[\]\.\s,()'\"]+\s*([-+*/%&|^]|//|\*\*|>>|<<)?=(?!=)")
+ASSIGNMENT = re.compile(r"^[\w\[\]\.\s,'\"]+\s*([-+*/%&|^]|//|\*\*|>>|<<)?=(?!=)")
 
 
 def parse_tool_calls(text):

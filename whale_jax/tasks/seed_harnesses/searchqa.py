@@ -41,11 +41,11 @@ def parse_tool_calls(text):
     function = FUNCTION.search(body)
     if function:
       arguments = {}
-      for key, value in PARAMETER.findall(function.group(2)):
+      for name, value in PARAMETER.findall(function.group(2)):
         try:
-          arguments[key] = json.loads(value.strip())
+          arguments[name] = json.loads(value.strip())
         except ValueError:
-          arguments[key] = value.strip()
+          arguments[name] = value.strip()
       calls.append((function.group(1), arguments))
       continue
     try:
