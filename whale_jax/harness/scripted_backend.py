@@ -6,7 +6,8 @@
 
 It implements whale_jax.sampling.api.LLMBackend. A reply is tokenized with the tokenizer and
 returned like a model's sample: cut after the first stop string (finish "stop"), else followed
-by the end-of-turn token (finish "stop"), and cut at max_tokens (finish "length"). Logprobs are
+by the end-of-turn token (finish "stop"; text leaves that token out, as the sampler's does), and
+cut at max_tokens (finish "length"). Logprobs are
 deterministic fakes: -(1 + (7 * token_id + 13 * position + seed) % 50) / 25.
 Every completion returned is appended to `completions`, in the order they were made.
 """
@@ -81,10 +82,11 @@ class ScriptedBackend:
       finish_reason = "stop" if cuts or not params.ignore_eos else "length"
       if len(token_ids) > params.max_tokens:
         token_ids, finish_reason = token_ids[:params.max_tokens], "length"
+      ended_by_token = bool(token_ids) and token_ids[-1] == self.end_token_id and not cuts
       completion = api.Completion(
           token_ids=token_ids, logprobs=fake_logprobs(token_ids, params.seed),
-          text=self.tokenizer.decode(token_ids), finish_reason=finish_reason,
-          prompt_token_ids=prompt_ids)
+          text=self.tokenizer.decode(token_ids[:-1] if ended_by_token else token_ids),
+          finish_reason=finish_reason, prompt_token_ids=prompt_ids)
       completions.append(completion)
     with self._lock:
       self.completions.extend(completions)
