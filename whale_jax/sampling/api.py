@@ -76,12 +76,15 @@ class Completion:
     text: decoded token_ids (empty without a tokenizer); a view, never re-tokenized.
     finish_reason: "stop" (end-of-sequence token, stop token or stop string) or "length".
     prompt_token_ids: the prompt this was generated from.
+    stop_reason: what ended a "stop": the token id (end-of-sequence or stop token, which
+      text leaves out) or the stop string (which text ends with); None for "length".
   """
   token_ids: list[int]
   logprobs: list[float]
   text: str = ""
   finish_reason: str = "length"
   prompt_token_ids: list[int] = dataclasses.field(default_factory=list)
+  stop_reason: int | str | None = None
 
 
 class LLMBackend(Protocol):

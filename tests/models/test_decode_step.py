@@ -1,0 +1,73 @@
+"""decode_step (one buffer per layer, unrolled) equals the plain full forward pass."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from whale_jax.models import ModelConfig
+from whale_jax.models import decode_step
+from whale_jax.models import decoder
+from whale_jax.models import kv_cache
+
+CONFIG = ModelConfig(vocab_size=61, num_layers=3, embed_dim=40, mlp_dim=56, num_heads=4,
+                     num_kv_heads=2, head_dim=12, model_type="qwen2", qk_norm=False,
+                     qkv_bias=True, tie_embeddings=False, rope_theta=10_000.0)
+BATCH, LENGTH, CAPACITY = 3, 9, 16
+
+
+def _params(config):
+  params = jax.jit(decoder.init_params, static_argnums=0)(config, jax.random.key(0))
+  # Non-trivial norms and biases so that every parameter matters.
+  rng = np.random.default_rng(1)
+  return jax.tree.map(lambda p: p + 0.1 * rng.normal(size=p.shape).astype(np.float32), params)
+
+
+def _forward(params, config, tokens):
+  return np.asarray(jax.jit(decoder.forward, static_argnums=1)(params, config, tokens))
+
+
+def test_ragged_steps_equal_full_forward():
+  """Rows prefilled to different lengths, then decoded one token at a time."""
+  params = _params(CONFIG)
+  tokens = np.asarray(jax.random.randint(jax.random.key(2), (BATCH, LENGTH), 0, 61))
+  prompt_lengths = np.array([2, 5, 3], np.int32)
+  prefill = np.where(np.arange(LENGTH)[None] < prompt_lengths[:, None], tokens, 0)
+  stacked = kv_cache.init(CONFIG, BATCH, LENGTH)
+  _, stacked = jax.jit(decoder.forward_with_cache, static_argnums=1)(
+      params, CONFIG, jnp.asarray(prefill[:, :5]),
+                                          stacked,
+                                          num_new_tokens=jnp.asarray(prompt_lengths))
+  cache = decode_step.init_cache(CONFIG, BATCH, CAPACITY)
+  keys, values = decode_step.from_stacked(stacked["key"], stacked["value"])
+  cache = {"key": tuple(c.at[:, :, :, :5].set(k[..., :5]) for c, k in zip(cache["key"], keys)),
+           "value": tuple(c.at[:, :, :5].set(v[:, :, :5]) for c, v in zip(cache["value"], values)),
+           "length": jnp.asarray(prompt_lengths)}
+  layers = decode_step.split_layers(params, CONFIG)
+  full = _forward(params, CONFIG, jnp.asarray(tokens))
+  step = jax.jit(lambda p, l, t, c: decode_step.step(p, l, CONFIG, t, c))
+  for offset in range(4):
+    positions = prompt_lengths + offset
+    logits, cache = step(params, layers, jnp.asarray(tokens[np.arange(BATCH), positions]), cache)
+    np.testing.assert_allclose(logits, full[np.arange(BATCH), positions], atol=1e-5, rtol=0)
+  np.testing.assert_array_equal(cache["length"], prompt_lengths + 4)
+
+
+def test_rows_that_do_not_advance_keep_their_length_and_later_match():
+  config = CONFIG.replace(model_type="qwen3", qk_norm=True, qkv_bias=False, tie_embeddings=True)
+  params = _params(config)
+  tokens = np.asarray(jax.random.randint(jax.random.key(3), (2, 4), 0, 61))
+  cache = decode_step.init_cache(config, 2, 8)
+  layers = decode_step.split_layers(params, config)
+  # Row 1 idles (advance 0) on its first step, then reads tokens 0..2 one step late.
+  step = jax.jit(lambda p, l, t, c, a: decode_step.step(p, l, config, t, c, a))
+  logits = []
+  feeds = [(tokens[0, 0], tokens[1, 0], [1, 0]), (tokens[0, 1], tokens[1, 0], [1, 1]),
+           (tokens[0, 2], tokens[1, 1], [1, 1]), (tokens[0, 3], tokens[1, 2], [1, 1])]
+  for first, second, advance in feeds:
+    step_logits, cache = step(params, layers, jnp.asarray([first, second]), cache,
+                              jnp.asarray(advance))
+    logits.append(np.asarray(step_logits))
+  full = _forward(params, config, jnp.asarray(tokens))
+  np.testing.assert_allclose(np.stack([l[0] for l in logits]), full[0], atol=1e-5, rtol=0)
+  np.testing.assert_allclose(np.stack([l[1] for l in logits[1:]]), full[1, :3], atol=1e-5,
+                             rtol=0)
+  np.testing.assert_array_equal(cache["length"], [4, 3])

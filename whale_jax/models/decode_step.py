@@ -1,0 +1,114 @@
+"""One decoding step with one cache buffer per layer: the fast twin of forward_with_cache.
+
+Shape letters: L layers, B batch, S cache length, D model width, F MLP width, N query heads,
+K key/value heads, G = N // K, H head dim, V vocabulary.
+
+decoder.forward_with_cache runs the layers under lax.scan over stacked weights and a stacked
+cache. On CPU, XLA copies each layer's slice of both out of the stacked buffers at every step,
+which costs more than the step itself at small batch sizes. Here the layers are unrolled:
+  cache: {"key": L buffers [B, K, H, S], "value": L buffers [B, K, S, H], "length": [B]}
+    (keys with S minor and values with H minor are the layouts XLA's CPU dots read fastest)
+  layers: split_layers(params), the per-layer weights; a caller running many steps in one
+    jitted loop splits once, outside the loop, so the copy is made once per call.
+A step writes each row's new key/value at slot length[b], then attends to slots 0..length[b].
+Plain decoders only (not hybrid ones); decoder.forward_with_cache covers every model.
+"""
+import jax
+import jax.numpy as jnp
+
+from whale_jax.models import attention
+from whale_jax.models import decoder
+from whale_jax.models import normalization
+
+
+def supports(config):
+  """Whether step() can run this model."""
+  return not getattr(config, "is_hybrid", False)
+
+
+def init_cache(config, batch_size, max_length, dtype=None):
+  """An empty cache for batch_size rows of up to max_length tokens each."""
+  dtype = dtype or config.compute_jnp_dtype
+  heads = (batch_size, config.num_kv_heads)
+  return {
+      "key": tuple(jnp.zeros(heads + (config.head_dim, max_length), dtype)
+                   for _ in range(config.num_layers)),
+      "value": tuple(jnp.zeros(heads + (max_length, config.head_dim), dtype)
+                     for _ in range(config.num_layers)),
+      "length": jnp.zeros((batch_size,), jnp.int32),
+  }
+
+
+def cache_logical_axes(config):
+  """Logical axis names of the cache tree (for sharding)."""
+  return {"key": (("batch", "kv_heads", "head_dim", "cache_length"),) * config.num_layers,
+          "value": (("batch", "kv_heads", "cache_length", "head_dim"),) * config.num_layers,
+          "length": ("batch",)}
+
+
+def from_stacked(key, value):
+  """kv_cache layout [L, B, S, K, H] -> (L keys [B, K, H, S], L values [B, K, S, H])."""
+  keys = tuple(jnp.transpose(key[layer], (0, 2, 3, 1)) for layer in range(key.shape[0]))
+  values = tuple(jnp.transpose(value[layer], (0, 2, 1, 3)) for layer in range(value.shape[0]))
+  return keys, values
+
+
+def split_layers(params, config):
+  """The per-layer weight trees of params["layers"], in the compute dtype (a copy)."""
+  dtype = config.compute_jnp_dtype
+  return tuple(jax.tree.map(lambda w, layer=layer: w[layer].astype(dtype), params["layers"])
+               for layer in range(config.num_layers))
+
+
+def _attend(query, keys, values, valid):
+  """query [B, N, H] over keys [B, K, H, S] and values [B, K, S, H] -> [B, N, H]."""
+  batch_size, num_heads, head_dim = query.shape
+  query = query.reshape(batch_size, keys.shape[1], -1, head_dim)  # [B, K, G, H]
+  logits = jnp.einsum("BKGH,BKHS->BKGS", query * jnp.asarray(head_dim**-0.5, query.dtype),
+                      keys, preferred_element_type=jnp.float32)
+  logits = jnp.where(valid[:, None, None], logits, attention.NEGATIVE_INFINITY)
+  probabilities = jax.nn.softmax(logits, axis=-1).astype(values.dtype)
+  encoded = jnp.einsum("BKGS,BKSH->BKGH", probabilities, values)
+  return encoded.reshape(batch_size, num_heads, head_dim)
+
+
+def step(params, layers, config, tokens, cache, advance=None):
+  """Feeds one token per row and returns the next-token logits.
+
+  Args:
+    params: the full params tree (embedding, final norm, unembedding are read from it).
+    layers: split_layers(params, config).
+    tokens: [B] int.
+    cache: from init_cache(); row b's token goes to slot cache["length"][b] (dropped if that
+      is past the cache's capacity).
+    advance: [B] int, 1 where the row's length grows (default all); a row with 0 still
+      computes but its slot is overwritten by its next real token.
+  Returns:
+    (logits [B, V] float32, updated cache)
+  """
+  batch_size = tokens.shape[0]
+  lengths = cache["length"]
+  rows = jnp.arange(batch_size)
+  positions = lengths[:, None]  # [B, 1]
+  valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
+  x = decoder.embed(params, config, tokens[:, None])  # [B, 1, D]
+  new_keys, new_values = [], []
+  for layer_params, keys, values in zip(layers, cache["key"], cache["value"]):
+    h = normalization.rms_norm(x, layer_params["attention_norm"], config.rms_norm_eps)
+    query, key, value = attention.project(layer_params["attention"], config, h, positions)
+    keys = keys.at[rows, :, :, lengths].set(key[:, 0].astype(keys.dtype), mode="drop")
+    values = values.at[rows, :, lengths].set(value[:, 0].astype(values.dtype), mode="drop")
+    encoded = _attend(query[:, 0], keys, values, valid)
+    x = x + attention.output(layer_params["attention"], config, encoded[:, None])
+    h = normalization.rms_norm(x, layer_params["mlp_norm"], config.rms_norm_eps)
+    mlp = layer_params["mlp"]
+    gate = jnp.einsum("BTD,DF->BTF", h, mlp["gate"])
+    up = jnp.einsum("BTD,DF->BTF", h, mlp["up"])
+    x = x + jnp.einsum("BTF,FD->BTD", jax.nn.silu(gate) * up, mlp["down"])
+    new_keys.append(keys)
+    new_values.append(values)
+  if advance is None:
+    advance = jnp.ones((batch_size,), jnp.int32)
+  logits = decoder.unembed(params, config, x)[:, 0]
+  return logits, {"key": tuple(new_keys), "value": tuple(new_values),
+                  "length": lengths + advance.astype(jnp.int32)}

@@ -1,0 +1,180 @@
+"""Per-row token sampling: greedy, temperature, top-k and top-p, with each token's logprob.
+
+Shape letters: B rows, V vocabulary, A blocks of the vocabulary, W tokens per block.
+
+Each row samples on its own: its token depends only on its logits, its parameters and its own
+random stream, never on the other rows of the batch. A row's stream is fixed by three
+integers, (seed, request_key, sample_index), folded into a base key by `sample_rng`; step j of
+the row draws one uniform number u = uniform(fold_in(base key, j)) and takes the first token
+(in vocabulary order) where the cumulative distribution exceeds u times the total mass.
+
+Distribution sampled from, per row (temperature 0 = greedy = argmax of the raw logits):
+  scaled = logits / temperature
+  top-k keeps the top_k largest scaled logits (0 = off); top-p keeps the smallest set of most
+  likely tokens whose probability reaches top_p (1.0 = off). Both on: a token must pass both.
+  Tokens tied with the last kept one are kept too.
+The returned logprob is log_softmax(scaled)[token] over the whole vocabulary (top-k/top-p do
+not renormalize it), with temperature 1 for greedy rows: the number the trainer's forward pass
+computes for the same token at the same temperature.
+
+No sort: a sort of [B, V] is slow on CPU. The top-k/top-p cutoff is found by bisection over
+the float ordering of the logits (32 passes over V, only when a row asks for truncation), and
+the inverse CDF is taken in two levels (blocks of W tokens, then one block).
+"""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_UINT32 = 2**32
+
+
+def sample_rng(seed, request_key, sample_index):
+  """[2] uint32 base key of one sample's random stream (see sample_rngs)."""
+  return sample_rngs([(seed, request_key, sample_index)])[0]
+
+
+def sample_rngs(triples):
+  """[M, 2] uint32 base keys for M (seed, request_key, sample_index) triples.
+
+  Each is PRNGKey(0) folded with seed's low and high 32 bits, request_key's low and high 32
+  bits, then sample_index. seed and request_key may be up to 2**64 - 1, sample_index 2**32 - 1.
+  """
+  words = []
+  for seed, request_key, sample_index in triples:
+    for name, value, limit in (("seed", seed, 2**64), ("request_key", request_key, 2**64),
+                               ("sample_index", sample_index, _UINT32)):
+      if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not (
+          0 <= value < limit):
+        raise ValueError(f"{name}={value!r} must be an integer in [0, {limit}).")
+    words.append((seed % _UINT32, seed // _UINT32, request_key % _UINT32,
+                   request_key // _UINT32, sample_index))
+  count = len(words)
+  padded = np.zeros((max(1, 1 << (count - 1).bit_length()), 5), np.uint32)  # few shapes
+  padded[:count] = np.asarray(words, np.uint64).astype(np.uint32)
+  return np.asarray(_fold_words(padded))[:count]
+
+
+@jax.jit
+@jax.vmap
+def _fold_words(words):
+  rng = jax.random.PRNGKey(0)
+  for i in range(words.shape[0]):
+    rng = jax.random.fold_in(rng, words[i])
+  return rng
+
+
+def step_uniform(rngs, steps):
+  """[B] float32 in [0, 1): the draw of step steps[b] from base key rngs[b] ([B, 2] uint32)."""
+  return jax.vmap(lambda rng, step: jax.random.uniform(jax.random.fold_in(rng, step)))(
+      rngs, steps)
+
+
+def _ordered(x):
+  """float32 -> int32 with the same order (and its own inverse, through bitcasts)."""
+  bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+  return jnp.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
+
+
+def _from_ordered(i):
+  return jax.lax.bitcast_convert_type(jnp.where(i >= 0, i, i ^ 0x7FFFFFFF), jnp.float32)
+
+
+def truncation_threshold(scaled, weights, top_k, top_p):
+  """[B] smallest scaled logit that top-k/top-p keep; tokens with scaled >= it survive.
+
+  Args:
+    scaled: [B, V] logits / temperature.
+    weights: [B, V] exp(scaled - max), unnormalized probabilities.
+    top_k: [B] int (0 = off); top_p: [B] float (1.0 = off).
+  The answer is the largest t with count(scaled >= t) >= top_k and
+  mass(scaled >= t) >= top_p * total: a bisection over the int32 ordering of floats, which
+  ends on one of the logits after 32 halvings.
+  """
+  total = jnp.sum(weights, axis=-1)
+  needed_count = jnp.maximum(top_k, 1)
+  needed_mass = top_p * total
+
+  def keeps(threshold):  # [B] bool: is cutting at threshold still enough?
+    above = scaled >= _from_ordered(threshold)[:, None]
+    count = jnp.sum(above, axis=-1)
+    mass = jnp.sum(jnp.where(above, weights, 0.0), axis=-1)
+    return (count >= needed_count) & ((top_p >= 1.0) | (mass >= needed_mass))
+
+  low = _ordered(jnp.min(scaled, axis=-1))       # keeps everything: always true
+  high = _ordered(jnp.max(scaled, axis=-1)) + 1  # keeps nothing: always false
+
+  def halve(_, bounds):
+    low, high = bounds
+    middle = (low >> 1) + (high >> 1) + (low & high & 1)  # floor((low + high) / 2), no overflow
+    ok = keeps(middle)
+    return jnp.where(ok, middle, low), jnp.where(ok, high, middle)
+
+  low, _ = jax.lax.fori_loop(0, 32, halve, (low, high))
+  return _from_ordered(low)
+
+
+def _block_width(vocab_size):
+  return max(16, 2 ** round(math.log2(math.sqrt(vocab_size))))
+
+
+def _first_and_last_positive(weights):
+  """Indices of the first and last positive entry along the last axis."""
+  positive = weights > 0
+  size = weights.shape[-1]
+  first = jnp.argmax(positive, axis=-1)
+  last = size - 1 - jnp.argmax(positive[..., ::-1], axis=-1)
+  return first, last
+
+
+def inverse_cdf(weights, uniform):
+  """[B] first index where cumsum(weights) > uniform * sum(weights); weights [B, V] >= 0.
+
+  Never returns a zero-weight index, whatever the rounding.
+  """
+  batch_size, vocab_size = weights.shape
+  width = _block_width(vocab_size)
+  num_blocks = -(-vocab_size // width)
+  padded = jnp.pad(weights, ((0, 0), (0, num_blocks * width - vocab_size)))
+  blocks = padded.reshape(batch_size, num_blocks, width)  # [B, A, W]
+  block_mass = jnp.sum(blocks, axis=-1)  # [B, A]
+  block_cdf = jnp.cumsum(block_mass, axis=-1)
+  target = uniform * block_cdf[:, -1]
+  first, last = _first_and_last_positive(block_mass)
+  block = jnp.clip(jnp.sum(block_cdf <= target[:, None], axis=-1), first, last)
+  rows = jnp.arange(batch_size)
+  within = blocks[rows, block]  # [B, W]
+  left = target - (block_cdf[rows, block] - block_mass[rows, block])
+  first, last = _first_and_last_positive(within)
+  index = jnp.clip(jnp.sum(jnp.cumsum(within, axis=-1) <= left[:, None], axis=-1), first, last)
+  return (block * width + index).astype(jnp.int32)
+
+
+def sample(logits, rngs, steps, temperature, top_k, top_p):
+  """Samples one token per row.
+
+  Args:
+    logits: [B, V] float32.
+    rngs: [B, 2] uint32 base keys (sample_rng); steps: [B] int32 step index of each row.
+    temperature: [B] float32 (0 = greedy); top_k: [B] int32; top_p: [B] float32.
+  Returns:
+    (tokens [B] int32, logprobs [B] float32)
+  """
+  greedy = temperature <= 0
+  scaled = logits / jnp.where(greedy, 1.0, temperature)[:, None]
+  maximum = jnp.max(scaled, axis=-1, keepdims=True)
+  weights = jnp.exp(scaled - maximum)
+  log_total = jnp.log(jnp.sum(weights, axis=-1))
+  truncates = ~greedy & ((top_k > 0) | (top_p < 1.0))
+  threshold = jax.lax.cond(
+      jnp.any(truncates),
+      lambda: jnp.where(truncates, truncation_threshold(scaled, weights, top_k, top_p),
+                        -jnp.inf),
+      lambda: jnp.full(truncates.shape, -jnp.inf, scaled.dtype))
+  kept = jnp.where(scaled >= threshold[:, None], weights, 0.0)
+  drawn = inverse_cdf(kept, step_uniform(rngs, steps))
+  tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), drawn)
+  shifted = jnp.take_along_axis(scaled - maximum, tokens[:, None], axis=-1)[:, 0]
+  logprobs = shifted - log_total  # = log_softmax(scaled)[token], same operation order
+  return tokens, logprobs

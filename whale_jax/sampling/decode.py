@@ -1,0 +1,208 @@
+"""Decode slots: a batch of samples sharing one KV cache, and the pure steps over it.
+
+Shape letters: L layers, B slots, S cache length, P prompts in a prefill, T prefill length,
+M slots being filled, E stop token ids per slot, C decode steps per call, K key/value heads,
+H head dim, V vocabulary.
+
+A slot holds one sample (one of the n samples of a request). Slot state, all leading B:
+  cache             the KV cache (two layouts, below); cache["length"][b] filled positions
+  token [B]         next token to feed: the prompt's last token, then each sampled token
+  rng [B, 2]        the sample's base key (categorical.sample_rngs)
+  step [B]          index of the next generated token (selects the draw of the random stream)
+  remaining [B]     tokens still to generate; 0 = free or finished
+  temperature [B], top_k [B], top_p [B]   sampling parameters (categorical.sample)
+  stop_ids [B, E]   ids that end the sample when generated (eos and stop token ids; -1 = none)
+
+Cache layouts: with unrolled=True, models.decode_step's one buffer per layer (fast on CPU,
+plain decoders only); with unrolled=False, models.kv_cache's stacked buffers stepped by
+decoder.forward_with_cache (any model, hybrid ones included; every leaf but "length" has
+layers on axis 0 and rows on axis 1, and "key"/"value" have cache positions on axis 2).
+
+A prompt of T0 tokens is prefilled without its last token (T0 - 1 positions) into a small
+stacked cache of its own, which is then copied into each of its n slots: one prefill per
+prompt, whatever n. The prompt's last token is the slot's first decode input, so every
+generated token, the first included, comes out of the same decode step.
+
+The engine jits these functions; none of them knows about requests, threads or text.
+"""
+import jax
+import jax.numpy as jnp
+
+from whale_jax.models import decode_step
+from whale_jax.models import decoder
+from whale_jax.models import kv_cache
+from whale_jax.sampling import categorical
+
+NO_TOKEN = -1  # in decode outputs: the slot was not generating at that step
+_SLOT_FIELDS = ("token", "rng", "step", "remaining", "temperature", "top_k", "top_p",
+                "stop_ids")
+
+
+def init_slots(config, batch_size, cache_length, num_stop_ids, unrolled):
+  """Slot state with every slot free."""
+  if unrolled:
+    cache = decode_step.init_cache(config, batch_size, cache_length)
+  else:
+    cache = kv_cache.init(config, batch_size, cache_length)
+  return {
+      "cache": cache,
+      "token": jnp.zeros((batch_size,), jnp.int32),
+      "rng": jnp.zeros((batch_size, 2), jnp.uint32),
+      "step": jnp.zeros((batch_size,), jnp.int32),
+      "remaining": jnp.zeros((batch_size,), jnp.int32),
+      "temperature": jnp.ones((batch_size,), jnp.float32),
+      "top_k": jnp.zeros((batch_size,), jnp.int32),
+      "top_p": jnp.ones((batch_size,), jnp.float32),
+      "stop_ids": jnp.full((batch_size, num_stop_ids), NO_TOKEN, jnp.int32),
+  }
+
+
+def slots_logical_axes(config, unrolled):
+  """Logical axis names of the slot state (for sharding)."""
+  if unrolled:
+    cache = decode_step.cache_logical_axes(config)
+  else:
+    cache = kv_cache.logical_axes(config)
+  return {"cache": cache, "token": ("batch",), "rng": ("batch", None), "step": ("batch",),
+          "remaining": ("batch",), "temperature": ("batch",), "top_k": ("batch",),
+          "top_p": ("batch",), "stop_ids": ("batch", None)}
+
+
+def prefill(params, config, tokens, lengths):
+  """Stacked cache of P right-padded prompts.
+
+  Args:
+    tokens: [P, T] int32, row p's first lengths[p] tokens are real.
+    lengths: [P] int32 (may be 0).
+  Returns:
+    kv_cache tree with P rows of T positions, "length" included.
+  """
+  cache = kv_cache.init(config, tokens.shape[0], tokens.shape[1])
+  _, cache = decoder.forward_with_cache(params, config, tokens, cache, num_new_tokens=lengths)
+  return cache
+
+
+def insert(slots, prefilled, new, unrolled):
+  """Starts M samples in slots new["slot"] from rows new["row"] of a prefill.
+
+  Args:
+    slots: slot state; its cache length S must be >= the prefill's T.
+    prefilled: prefill() output.
+    new: {"slot": [M] (B or more = padding, ignored), "row": [M] prefill row, "token": [M]
+      last prompt token, "rng": [M, 2], "remaining": [M] max tokens, "temperature",
+      "top_k", "top_p": [M], "stop_ids": [M, E]}
+  """
+  target, rows = new["slot"], new["row"]
+  length = prefilled["key"].shape[2] if "key" in prefilled else 0
+  cache = dict(slots["cache"])
+  if unrolled:
+    keys, values = decode_step.from_stacked(prefilled["key"][:, rows],
+                                            prefilled["value"][:, rows])
+    cache["key"] = tuple(old.at[target, :, :, :length].set(new_keys, mode="drop")
+                         for old, new_keys in zip(cache["key"], keys))
+    cache["value"] = tuple(old.at[target, :, :length].set(new_values, mode="drop")
+                           for old, new_values in zip(cache["value"], values))
+  else:
+    for name, leaf in prefilled.items():
+      if name == "length":
+        continue
+      if name in ("key", "value"):
+        cache[name] = cache[name].at[:, target, :length].set(leaf[:, rows], mode="drop")
+      else:
+        cache[name] = cache[name].at[:, target].set(leaf[:, rows], mode="drop")
+  cache["length"] = cache["length"].at[target].set(prefilled["length"][rows], mode="drop")
+  slots = dict(slots, cache=cache, step=slots["step"].at[target].set(0, mode="drop"))
+  for name in _SLOT_FIELDS:
+    if name != "step":
+      slots[name] = slots[name].at[target].set(new[name].astype(slots[name].dtype),
+                                               mode="drop")
+  return slots
+
+
+def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finish, max_steps):
+  """Runs up to num_steps decode steps for every generating slot in one lax.while_loop.
+
+  The loop also ends when no slot is generating, or, if stop_at_first_finish, right after a
+  step in which some slot finished (so the caller can refill it).
+
+  Args:
+    params: the params tree.
+    layers: decode_step.split_layers(params, config) for the unrolled cache layout, None for
+      the stacked one (module docstring).
+    slots: slot state.
+    cancel: [B] bool, slots to stop before the first step (e.g. a stop string was seen).
+    num_steps: int32 scalar <= max_steps.
+    stop_at_first_finish: bool scalar.
+    max_steps: static int, C.
+  Returns:
+    (slots, tokens [B, C] int32, logprobs [B, C] float32); NO_TOKEN where a slot did not
+    generate. A slot's tokens are a prefix of its row.
+  """
+  slots = dict(slots, remaining=jnp.where(cancel, 0, slots["remaining"]))
+  batch_size = slots["token"].shape[0]
+  generating_at_start = slots["remaining"] > 0
+  tokens = jnp.full((batch_size, max_steps), NO_TOKEN, jnp.int32)
+  logprobs = jnp.zeros((batch_size, max_steps), jnp.float32)
+
+  def keep_going(carry):
+    step, slots, _, _ = carry
+    generating = slots["remaining"] > 0
+    finished_some = jnp.any(generating_at_start & ~generating)
+    return (step < num_steps) & jnp.any(generating) & ~(stop_at_first_finish & finished_some)
+
+  def one_step(carry):
+    step, slots, tokens, logprobs = carry
+    generating = slots["remaining"] > 0
+    advance = generating.astype(jnp.int32)
+    if layers is not None:
+      logits, cache = decode_step.step(params, layers, config, slots["token"], slots["cache"],
+                                       advance)
+    else:
+      logits, cache = decoder.forward_with_cache(params, config, slots["token"][:, None],
+                                                 slots["cache"], num_new_tokens=advance)
+      logits = logits[:, 0]
+    token, logprob = categorical.sample(logits, slots["rng"], slots["step"],
+                                        slots["temperature"], slots["top_k"], slots["top_p"])
+    stops = jnp.any(token[:, None] == slots["stop_ids"], axis=-1) | (slots["remaining"] == 1)
+    slots = dict(
+        slots, cache=cache,
+        token=jnp.where(generating, token, slots["token"]),
+        step=slots["step"] + advance,
+        remaining=jnp.where(generating & ~stops, slots["remaining"] - 1, 0))
+    tokens = tokens.at[:, step].set(jnp.where(generating, token, NO_TOKEN))
+    logprobs = logprobs.at[:, step].set(jnp.where(generating, logprob, 0.0))
+    return step + 1, slots, tokens, logprobs
+
+  _, slots, tokens, logprobs = jax.lax.while_loop(
+      keep_going, one_step, (jnp.int32(0), slots, tokens, logprobs))
+  return slots, tokens, logprobs
+
+
+def _resize(x, axis, length):
+  """x cut or zero-padded to length along axis."""
+  if x.shape[axis] >= length:
+    return jax.lax.slice_in_dim(x, 0, length, axis=axis)
+  padding = [(0, 0)] * x.ndim
+  padding[axis] = (0, length - x.shape[axis])
+  return jnp.pad(x, padding)
+
+
+def relayout(slots, rows, cache_length, unrolled):
+  """Slot state whose slot b' is old slot rows[b'] (rows[b'] >= B: a free slot).
+
+  The batch size becomes len(rows) and the cache length cache_length (static). Cutting the
+  cache below a slot's filled length is the caller's mistake.
+  """
+  def take(x, axis):
+    return jnp.take(x, rows, axis=axis, mode="fill", fill_value=0)
+
+  cache = slots["cache"]
+  if unrolled:
+    relaid = {"key": tuple(_resize(take(x, 0), 3, cache_length) for x in cache["key"]),
+              "value": tuple(_resize(take(x, 0), 2, cache_length) for x in cache["value"])}
+  else:
+    relaid = {name: _resize(take(x, 1), 2, cache_length) if name in ("key", "value")
+              else take(x, 1) for name, x in cache.items() if name != "length"}
+  relaid["length"] = take(cache["length"], 0)
+  new = {name: take(slots[name], 0) for name in _SLOT_FIELDS}
+  return dict(new, cache=relaid)

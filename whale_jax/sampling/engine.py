@@ -1,0 +1,562 @@
+"""The generation engine: a background thread that batches requests into decode slots.
+
+Any number of threads call submit(); requests queue up. The engine thread loops:
+  1. admit queued requests (first come, first served) into free slots, growing the slot batch
+     if needed: one prefill per prompt, copied into its n slots;
+  2. run one jitted decode call of up to steps_per_call steps over all slots; while requests
+     wait for a slot, the call returns as soon as any sample finishes;
+  3. hand finished samples back (stop strings are checked here, on the host) and free slots.
+Free slots are refilled between decode calls (continuous batching), so a long generation never
+holds short ones hostage; the slot batch shrinks again when few samples remain.
+
+Shape buckets keep compilations few: slots in powers of two (at least min_slots), cache and
+prompt lengths in the sequence 16, 24, 32, 48, 64, 96, ... (each step at most 1.5x), prefill
+batches in powers of two. The cache grows with the samples (enough for the next decode call,
+never past a sample's prompt + max_tokens), so attention reads little more than is filled.
+
+Determinism: sample i of a request draws from (seed, request_key, i) and its step index only
+(categorical.py). Its slot, the batch and the buckets change floating-point sums at most, never
+its random stream. Slot batches have at least two rows because XLA's one-row matrix-vector
+products round differently from its matrix products.
+"""
+import collections
+import concurrent.futures
+import dataclasses
+import functools
+import threading
+import time
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from whale_jax.models import decode_step
+from whale_jax.parallel import rules as rules_lib
+from whale_jax.sampling import api
+from whale_jax.sampling import categorical
+from whale_jax.sampling import decode
+from whale_jax.sampling import stops
+
+MIN_LENGTH_BUCKET = 16
+
+
+def length_bucket(length):
+  """Smallest of 16, 24, 32, 48, 64, 96, ... (powers of two and 1.5x them) >= length."""
+  size = MIN_LENGTH_BUCKET
+  while size < length:
+    size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
+  return size
+
+
+def power_of_two_bucket(count, minimum=1):
+  return max(minimum, 1 << max(0, int(count) - 1).bit_length())
+
+
+@dataclasses.dataclass
+class _Request:
+  prompt: tuple
+  params: api.SamplingParams
+  request_key: int
+  stop_ids: tuple
+  future: concurrent.futures.Future
+  submitted_seconds: float
+  samples: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Sample:
+  request: _Request
+  index: int
+  watcher: stops.StopStringWatcher | None
+  slot: int = -1
+  token_ids: list = dataclasses.field(default_factory=list)
+  logprobs: list = dataclasses.field(default_factory=list)
+  completion: api.Completion | None = None
+
+  @property
+  def cache_length(self):  # positions written: the prompt but its last token, one per step
+    return len(self.request.prompt) - 1 + len(self.token_ids)
+
+  @property
+  def final_cache_length(self):
+    return len(self.request.prompt) - 1 + self.request.params.max_tokens
+
+
+class Engine:
+  """Serves generation requests from many threads with continuous batching.
+
+  Args:
+    config: models.ModelConfig.
+    params: the params tree (held by reference; see update_params).
+    tokenizer: optional; needed for stop strings and for Completion.text.
+    mesh: optional jax Mesh the params live on; slot state is sharded by `rules`.
+    rules: logical axis rules for the slot state (default parallel.rules.SAMPLE_RULES).
+    max_slots: most samples decoded at once.
+    min_slots: fewest slots in a batch (at least 2, and at least the batch shards of mesh).
+    steps_per_call: most decode steps per device call.
+    max_cache_length: longest prompt + max_tokens accepted (default
+      config.max_position_embeddings).
+    max_prefill_tokens: most (padded) tokens in one prefill call.
+    num_stop_ids: most end-of-sequence plus stop token ids per request.
+    unrolled: decode with models.decode_step (one cache buffer per layer, a per-layer copy of
+      the weights made once per params version) instead of decoder.forward_with_cache. Default:
+      on CPU, for the models decode_step supports.
+  """
+
+  def __init__(self, config, params, tokenizer=None, mesh=None, rules=None, max_slots=64,
+               min_slots=2, steps_per_call=64, max_cache_length=None,
+               max_prefill_tokens=8192, num_stop_ids=16, unrolled=None):
+    for name, value in (("max_slots", max_slots), ("min_slots", min_slots),
+                        ("steps_per_call", steps_per_call),
+                        ("max_prefill_tokens", max_prefill_tokens),
+                        ("num_stop_ids", num_stop_ids)):
+      if not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive int.")
+    self.config = config
+    self.tokenizer = tokenizer
+    self.mesh = mesh
+    self.rules = rules if rules is not None else rules_lib.SAMPLE_RULES
+    batch_shards = 1
+    if mesh is not None:
+      batch_axes = rules_lib.spec(("batch",), self.rules)[0] or ()
+      for axis in (batch_axes,) if isinstance(batch_axes, str) else batch_axes:
+        batch_shards *= mesh.shape[axis]
+    self.min_slots = power_of_two_bucket(max(min_slots, 2, batch_shards))
+    self._min_prefill_rows = power_of_two_bucket(batch_shards)
+    self.max_slots = power_of_two_bucket(max(max_slots, self.min_slots))
+    self.steps_per_call = steps_per_call
+    self.max_cache_length = max_cache_length or config.max_position_embeddings
+    self.max_prefill_tokens = max_prefill_tokens
+    self.num_stop_ids = num_stop_ids
+    self.eos_ids = tuple(dict.fromkeys(
+        tuple(config.eos_token_ids) + tuple(getattr(tokenizer, "eos_ids", ()) or ())))
+    platform = jax.tree.leaves(params)[0].devices().pop().platform
+    if unrolled is None:
+      unrolled = platform == "cpu" and decode_step.supports(config)
+    if unrolled and not decode_step.supports(config):
+      raise ValueError(f"unrolled=True: models.decode_step does not support this model "
+                       f"(model_type={config.model_type!r}); use unrolled=False.")
+    self.unrolled = unrolled
+    self._params = params
+    self._layers = None
+    self._lock = threading.Lock()
+    self._wakeup = threading.Condition(self._lock)
+    self._queue = collections.deque()
+    self._thread = None
+    self._closed = False
+    self._slots = None
+    self._slot_samples = []
+    self._to_cancel = set()
+    self._compilations = collections.Counter()
+    self._metrics = collections.Counter()
+    self._max_queue_wait_seconds = 0.0
+    self._build_functions()
+
+  # ---- jitted functions -------------------------------------------------------------------
+
+  def _counted(self, name, function):
+    @functools.wraps(function)
+    def traced(*args, **kwargs):
+      self._compilations[name] += 1  # runs once per trace, i.e. per new shape signature
+      return function(*args, **kwargs)
+    return traced
+
+  def _build_functions(self):
+    config, unrolled = self.config, self.unrolled
+    slot_shardings = None
+    if self.mesh is not None:
+      slot_shardings = rules_lib.shardings(decode.slots_logical_axes(config, unrolled),
+                                           self.mesh, self.rules)
+    self._init = jax.jit(
+        self._counted("init_slots", functools.partial(
+            decode.init_slots, config, num_stop_ids=self.num_stop_ids, unrolled=unrolled)),
+        static_argnums=(0, 1), out_shardings=slot_shardings)
+    self._prefill = jax.jit(self._counted(
+        "prefill", lambda params, tokens, lengths: decode.prefill(params, config, tokens,
+                                                                  lengths)))
+    self._insert = jax.jit(
+        self._counted("insert", functools.partial(decode.insert, unrolled=unrolled)),
+        donate_argnums=0, out_shardings=slot_shardings)
+    self._decode = jax.jit(
+        self._counted("decode", lambda params, layers, slots, cancel, num_steps, stop_early:
+                      decode.decode(params, layers, config, slots, cancel, num_steps,
+                                    stop_early, self.steps_per_call)),
+        donate_argnums=2, out_shardings=(slot_shardings, None, None))
+    self._relayout = jax.jit(
+        self._counted("relayout", functools.partial(decode.relayout, unrolled=unrolled)),
+        static_argnums=2, out_shardings=slot_shardings)
+    self._split_layers = jax.jit(self._counted(
+        "split_layers", lambda params: decode_step.split_layers(params, config)))
+
+  def _call(self, function, *args):
+    if self.mesh is None:
+      return function(*args)
+    with rules_lib.activate(self.mesh, self.rules):
+      return function(*args)
+
+  # ---- public API ------------------------------------------------------------------------
+
+  @property
+  def params(self):
+    return self._params
+
+  def update_params(self, params):
+    """Decodes with params from the next decode call on (samples in flight continue with them).
+
+    params must have the same tree, shapes and dtypes as before; it is used as is (no copy,
+    no renaming), so when trainer and sampler share a mesh, a train step's output can be
+    passed straight in.
+    """
+    old = jax.tree.map(lambda x: (x.shape, x.dtype), self._params)
+    new = jax.tree.map(lambda x: (x.shape, x.dtype), params)
+    if jax.tree.structure(old) != jax.tree.structure(new) or old != new:
+      raise ValueError("update_params: the new params differ in tree, shapes or dtypes from "
+                       "the sampler's; pass a tree like the one the sampler was built with "
+                       "(e.g. the train state's params for the same ModelConfig).")
+    with self._lock:
+      self._params = params
+
+  def submit(self, prompt_ids, params=None, request_key=0):
+    """Queues one prompt; returns a Future of its list of params.n Completions.
+
+    Args:
+      prompt_ids: non-empty sequence of token ids.
+      params: SamplingParams (default SamplingParams()).
+      request_key: integer in [0, 2**64) naming the request's random streams: the same
+        (prompt, params, request_key) gives the same tokens whatever else is being served.
+    """
+    return self.submit_many([(prompt_ids, params, request_key)])[0]
+
+  def submit_many(self, requests):
+    """Queues (prompt_ids, params, request_key) triples at once; returns their Futures."""
+    built = [self._validate(*request) for request in requests]
+    with self._lock:
+      if self._closed:
+        raise RuntimeError("The sampler engine is closed; create a new Sampler.")
+      self._queue.extend(built)
+      if self._thread is None:
+        self._thread = threading.Thread(target=self._run, name="whale_jax-sampler",
+                                        daemon=True)
+        self._thread.start()
+      self._wakeup.notify()
+    return [request.future for request in built]
+
+  def generate(self, prompts, params=None, request_keys=None):
+    """Completions for each prompt, params.n per prompt (prompt-major), waiting for all.
+
+    request_keys default to each prompt's index in `prompts`.
+    """
+    if request_keys is None:
+      request_keys = range(len(prompts))
+    elif len(request_keys) != len(prompts):
+      raise ValueError(f"request_keys has {len(request_keys)} entries for {len(prompts)} "
+                       "prompts; give one per prompt or leave it None.")
+    futures = self.submit_many([(p, params, k) for p, k in zip(prompts, request_keys)])
+    return [completion for future in futures for completion in future.result()]
+
+  def metrics(self):
+    """Counters and rates since the engine started (see docs of each key below).
+
+    generated_tokens, prefill_tokens, completed_requests, decode_calls; tokens_per_second
+    (generated tokens per second of engine busy time); slot_occupancy (mean fraction of slots
+    generating per decode step); mean/max queue_wait_seconds (submit to admission);
+    compilations (total) and compilations_by_function.
+    """
+    with self._lock:
+      metrics = dict(self._metrics)
+      compilations = dict(self._compilations)
+      queued = len(self._queue)
+    busy = metrics.get("busy_seconds", 0.0)
+    admitted = metrics.get("admitted_requests", 0)
+    slot_steps = metrics.get("slot_steps", 0)
+    return {
+        "generated_tokens": metrics.get("generated_tokens", 0),
+        "prefill_tokens": metrics.get("prefill_tokens", 0),
+        "completed_requests": metrics.get("completed_requests", 0),
+        "decode_calls": metrics.get("decode_calls", 0),
+        "busy_seconds": busy,
+        "tokens_per_second": metrics.get("generated_tokens", 0) / busy if busy else 0.0,
+        "slot_occupancy": metrics.get("generated_tokens", 0) / slot_steps if slot_steps else 0.0,
+        "mean_queue_wait_seconds": (metrics.get("queue_wait_seconds", 0.0) / admitted
+                                    if admitted else 0.0),
+        "max_queue_wait_seconds": self._max_queue_wait_seconds,
+        "queued_requests": queued,
+        "compilations": sum(compilations.values()),
+        "compilations_by_function": compilations,
+    }
+
+  def close(self):
+    """Stops the engine thread after the requests in flight; later submits raise."""
+    with self._lock:
+      self._closed = True
+      self._wakeup.notify()
+      thread = self._thread
+    if thread is not None:
+      thread.join()
+
+  # ---- validation ------------------------------------------------------------------------
+
+  def _validate(self, prompt_ids, params, request_key):
+    params = api.SamplingParams() if params is None else params
+    if not isinstance(params, api.SamplingParams):
+      raise TypeError(f"params must be a whale_jax.sampling.SamplingParams; got "
+                      f"{type(params).__name__}.")
+    if isinstance(prompt_ids, str):
+      raise TypeError("prompt_ids is a str; the engine takes token ids. Encode it with the "
+                      "tokenizer, or call Sampler.generate, which accepts text prompts.")
+    try:
+      prompt = tuple(int(i) for i in prompt_ids)
+    except (TypeError, ValueError):
+      raise TypeError(f"prompt_ids must be a sequence of ints; got {prompt_ids!r:.80}.") from None
+    if not prompt:
+      raise ValueError("prompt_ids is empty; a prompt needs at least one token (e.g. BOS).")
+    bad = [i for i in prompt if not 0 <= i < self.config.vocab_size]
+    if bad:
+      raise ValueError(f"prompt_ids contains {bad[:5]}, outside the vocabulary "
+                       f"[0, {self.config.vocab_size}).")
+    if len(prompt) + params.max_tokens > self.max_cache_length:
+      raise ValueError(
+          f"A prompt of {len(prompt)} tokens plus max_tokens={params.max_tokens} exceeds "
+          f"max_cache_length={self.max_cache_length}. Lower max_tokens, shorten the prompt, "
+          "or build the sampler with a larger max_cache_length.")
+    if params.n > self.max_slots:
+      raise ValueError(f"SamplingParams.n={params.n} exceeds max_slots={self.max_slots}; "
+                       "lower n or build the sampler with more max_slots.")
+    for name, value in (("seed", params.seed), ("request_key", request_key)):
+      if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not (
+          0 <= value < 2**64):
+        raise ValueError(f"{name}={value!r} must be an integer in [0, 2**64).")
+    if params.stop and self.tokenizer is None:
+      raise ValueError(f"SamplingParams.stop={params.stop!r} needs a tokenizer to read text; "
+                       "build the sampler with tokenizer=... or use stop_token_ids.")
+    stop_ids = tuple(dict.fromkeys(
+        (() if params.ignore_eos else self.eos_ids) + params.stop_token_ids))
+    if len(stop_ids) > self.num_stop_ids:
+      raise ValueError(f"{len(stop_ids)} stop token ids (end-of-sequence ids included) exceed "
+                       f"num_stop_ids={self.num_stop_ids}; build the sampler with a larger "
+                       "num_stop_ids.")
+    request = _Request(prompt, params, int(request_key), stop_ids,
+                       concurrent.futures.Future(), time.perf_counter())
+    request.samples = [
+        _Sample(request, i, stops.StopStringWatcher(self.tokenizer, params.stop)
+                if params.stop else None) for i in range(params.n)]
+    return request
+
+  # ---- the engine thread -----------------------------------------------------------------
+
+  def _run(self):
+    while True:
+      with self._lock:
+        while not self._queue and not self._has_active() and not self._closed:
+          self._wakeup.wait()
+        if self._closed and not self._queue and not self._has_active():
+          return
+        admitted = self._take_admissible()
+        params = self._params
+      start = time.perf_counter()
+      try:
+        finished = self._iterate(params, admitted)
+      except Exception as error:  # pylint: disable=broad-except
+        logging.exception("Sampler engine call failed; failing the requests in flight.")
+        finished = self._fail_in_flight(admitted, error)
+      elapsed = time.perf_counter() - start
+      with self._lock:
+        self._metrics["busy_seconds"] += elapsed
+      for request in finished:
+        if isinstance(request, tuple):
+          request, error = request
+          if not request.future.done():
+            request.future.set_exception(error)
+        else:
+          request.future.set_result([sample.completion for sample in request.samples])
+
+  def _has_active(self):
+    return any(sample is not None for sample in self._slot_samples)
+
+  def _take_admissible(self):
+    """Pops queued requests (in order) that fit in the free slots, up to max_slots."""
+    active = sum(sample is not None for sample in self._slot_samples)
+    admitted, now = [], time.perf_counter()
+    while self._queue and active + self._queue[0].params.n <= self.max_slots:
+      request = self._queue.popleft()
+      active += request.params.n
+      admitted.append(request)
+      wait = now - request.submitted_seconds
+      self._metrics["queue_wait_seconds"] += wait
+      self._metrics["admitted_requests"] += 1
+      self._max_queue_wait_seconds = max(self._max_queue_wait_seconds, wait)
+    return admitted
+
+  def _iterate(self, params, admitted):
+    """One round: resize, admit, decode, collect. Returns the requests that completed."""
+    new_samples = [sample for request in admitted for sample in request.samples]
+    active = [sample for sample in self._slot_samples if sample is not None]
+    self._fit_slots(active, new_samples)
+    if admitted:
+      self._admit(params, admitted)
+    if self.unrolled and (self._layers is None or self._layers[0] is not params):
+      self._layers = (params, self._call(self._split_layers, params))  # once per params
+    batch_size = len(self._slot_samples)
+    cancel = np.zeros((batch_size,), bool)
+    cancel[sorted(self._to_cancel)] = True
+    self._to_cancel.clear()
+    with self._lock:
+      waiting = bool(self._queue)
+    self._slots, tokens, logprobs = self._call(
+        self._decode, params, self._layers[1] if self.unrolled else None, self._slots,
+        jnp.asarray(cancel), jnp.int32(self.steps_per_call), jnp.bool_(waiting))
+    tokens, logprobs = jax.device_get((tokens, logprobs))
+    return self._collect(tokens, logprobs)
+
+  def _fit_slots(self, active, new_samples):
+    """Sizes the slot batch and cache for the active and new samples (relayout if needed).
+
+    Grows at once; shrinks the batch only to a quarter or less and the cache to half or less,
+    so that a batch hovering around a bucket boundary is not copied back and forth.
+    """
+    wanted_batch = min(self.max_slots, power_of_two_bucket(len(active) + len(new_samples),
+                                                           self.min_slots))
+    wanted_length = length_bucket(max(
+        min(s.final_cache_length, s.cache_length + self.steps_per_call)
+        for s in active + new_samples))
+    if self._slots is None:
+      self._slots = self._call(self._init, wanted_batch, wanted_length)
+      self._slot_samples = [None] * wanted_batch
+      return
+    old_batch, old_length = len(self._slot_samples), self._current_cache_length()
+    batch_size = wanted_batch if (wanted_batch > old_batch or
+                                  4 * wanted_batch <= old_batch) else old_batch
+    cache_length = wanted_length if (wanted_length > old_length or
+                                     2 * wanted_length <= old_length) else old_length
+    if (batch_size, cache_length) == (old_batch, old_length):
+      return
+    if batch_size < old_batch:  # compact the active samples to the front
+      rows = [sample.slot for sample in active]
+      self._to_cancel.clear()  # cancelled slots hold no active sample and are dropped
+    else:  # keep every slot where it is
+      rows = list(range(old_batch))
+    rows += [old_batch] * (batch_size - len(rows))  # out of range: a free slot
+    self._slots = self._call(self._relayout, self._slots, jnp.asarray(rows, jnp.int32),
+                             cache_length)
+    samples = [None] * batch_size
+    for new_slot, old_slot in enumerate(rows):
+      if old_slot < old_batch and self._slot_samples[old_slot] is not None:
+        samples[new_slot] = self._slot_samples[old_slot]
+        samples[new_slot].slot = new_slot
+    self._slot_samples = samples
+
+  def _current_cache_length(self):
+    cache = self._slots["cache"]
+    return cache["value"][0].shape[2] if self.unrolled else cache["value"].shape[2]
+
+  def _admit(self, params, admitted):
+    """Prefills the admitted prompts and starts their samples in free slots."""
+    free = [b for b, sample in enumerate(self._slot_samples) if sample is None]
+    triples = [(r.params.seed, r.request_key, s.index) for r in admitted for s in r.samples]
+    rngs = iter(categorical.sample_rngs(triples))
+    rng_of = {id(s): next(rngs) for r in admitted for s in r.samples}
+    order = sorted(admitted, key=lambda r: len(r.prompt))
+    while order:  # prefill batches of similar lengths within max_prefill_tokens
+      group = [order.pop(0)]
+      while order:
+        candidate = group + [order[0]]
+        tokens = (power_of_two_bucket(len(candidate), self._min_prefill_rows) *
+                  length_bucket(max(len(r.prompt) - 1 for r in candidate)))
+        if tokens > self.max_prefill_tokens:
+          break
+        group.append(order.pop(0))
+      self._prefill_group(params, group, free, rng_of)
+
+  def _prefill_group(self, params, group, free, rng_of):
+    num_prompts = power_of_two_bucket(len(group), self._min_prefill_rows)
+    length = length_bucket(max(len(r.prompt) - 1 for r in group))
+    tokens = np.zeros((num_prompts, length), np.int32)
+    lengths = np.zeros((num_prompts,), np.int32)
+    for row, request in enumerate(group):
+      tokens[row, :len(request.prompt) - 1] = request.prompt[:-1]
+      lengths[row] = len(request.prompt) - 1
+    prefilled = self._call(self._prefill, params, jnp.asarray(tokens), jnp.asarray(lengths))
+    samples = [(row, s) for row, r in enumerate(group) for s in r.samples]
+    count = power_of_two_bucket(len(samples))
+    batch_size = len(self._slot_samples)
+    new = {"slot": np.full((count,), batch_size, np.int32),
+           "row": np.zeros((count,), np.int32), "token": np.zeros((count,), np.int32),
+           "rng": np.zeros((count, 2), np.uint32), "remaining": np.zeros((count,), np.int32),
+           "temperature": np.ones((count,), np.float32), "top_k": np.zeros((count,), np.int32),
+           "top_p": np.ones((count,), np.float32),
+           "stop_ids": np.full((count, self.num_stop_ids), decode.NO_TOKEN, np.int32)}
+    for m, (row, sample) in enumerate(samples):
+      request = sample.request
+      slot = free.pop(0)
+      sample.slot = slot
+      self._slot_samples[slot] = sample
+      self._to_cancel.discard(slot)
+      new["slot"][m], new["row"][m], new["token"][m] = slot, row, request.prompt[-1]
+      new["rng"][m] = rng_of[id(sample)]
+      new["remaining"][m] = request.params.max_tokens
+      new["temperature"][m] = request.params.temperature
+      new["top_k"][m] = request.params.top_k
+      new["top_p"][m] = request.params.top_p
+      new["stop_ids"][m, :len(request.stop_ids)] = request.stop_ids
+    self._slots = self._call(self._insert, self._slots, prefilled,
+                             {name: jnp.asarray(value) for name, value in new.items()})
+    with self._lock:
+      self._metrics["prefill_tokens"] += int(lengths.sum())
+
+  def _collect(self, tokens, logprobs):
+    """Appends a decode call's tokens to their samples; returns completed requests."""
+    generated, steps = 0, 0
+    completed = []
+    for slot, sample in enumerate(self._slot_samples):
+      if sample is None:
+        continue
+      row = tokens[slot]
+      count = int(np.sum(row != decode.NO_TOKEN))
+      generated += count
+      steps = max(steps, count)
+      sample.token_ids.extend(int(t) for t in row[:count])
+      sample.logprobs.extend(float(p) for p in logprobs[slot, :count])
+      if self._finish_if_done(sample, count):
+        self._slot_samples[slot] = None
+        if all(s.completion is not None for s in sample.request.samples):
+          completed.append(sample.request)
+    with self._lock:
+      self._metrics["generated_tokens"] += generated
+      self._metrics["slot_steps"] += steps * len(self._slot_samples)
+      self._metrics["decode_calls"] += 1
+      self._metrics["completed_requests"] += len(completed)
+    return completed
+
+  def _finish_if_done(self, sample, new_count):
+    """Sets sample.completion if the sample has ended; True if it has."""
+    request, params = sample.request, sample.request.params
+    ids = sample.token_ids
+    ended_by_token = bool(ids) and new_count > 0 and ids[-1] in request.stop_ids
+    ended_by_length = len(ids) >= params.max_tokens
+    finish = ("stop", ids[-1]) if ended_by_token else ("length", None) if ended_by_length \
+        else None
+    if sample.watcher is not None:
+      found = sample.watcher.check(ids)
+      if found is not None:
+        keep, text, stop = found
+        if finish is None:  # the device is still generating in this slot
+          self._to_cancel.add(sample.slot)
+        del sample.token_ids[keep:], sample.logprobs[keep:]
+        sample.completion = api.Completion(list(sample.token_ids), list(sample.logprobs), text,
+                                           "stop", list(request.prompt), stop)
+        return True
+    if finish is None:
+      return False
+    text = stops.completion_text(self.tokenizer, ids, ended_by_token)
+    sample.completion = api.Completion(list(ids), list(sample.logprobs), text, finish[0],
+                                       list(request.prompt), finish[1])
+    return True
+
+  def _fail_in_flight(self, admitted, error):
+    """After a failed device call: fail every request in a slot or being admitted."""
+    requests = {id(s.request): s.request for s in self._slot_samples if s is not None}
+    requests.update({id(r): r for r in admitted})
+    self._slots, self._slot_samples, self._layers = None, [], None
+    self._to_cancel.clear()
+    return [(request, error) for request in requests.values()]
