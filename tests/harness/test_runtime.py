@@ -1,6 +1,7 @@
 """HarnessRuntime: host-served llm and tools calls, recording, ordering, timing, failures."""
 import json
 import os
+import random
 import threading
 import time
 
@@ -240,3 +241,29 @@ def test_close_ends_in_flight_episodes_as_infra_errors_and_cancels_queued_ones()
   assert running.result().outcome == "infra_error"
   assert "closed" in running.result().error
   assert queued.cancelled()
+
+
+def test_dataclasses_and_enums_work_in_a_harness(runtime):
+  source = ("import dataclasses, enum\n\n@dataclasses.dataclass\nclass Step:\n  name: str\n\n"
+            "class Kind(enum.Enum):\n  SEARCH = 1\n\n"
+            "def run(task, llm, tools):\n  return repr((Step('a'), Kind.SEARCH))\n")
+  trajectory = play(runtime, source)
+  assert trajectory.answer == "(Step(name='a'), <Kind.SEARCH: 1>)", trajectory.error
+
+
+def test_random_stream_depends_only_on_task_and_seed(runtime):
+  source = "import random\ndef run(task, llm, tools):\n  return repr(random.random())\n"
+  episodes = [Episode("q7", {}, sampling=SamplingParams(seed=3)) for _ in range(4)]
+  answers = {t.answer for t in runtime.run_episodes(Harness(source), episodes)}
+  assert answers == {repr(random.Random("q7:3").random())}
+
+
+def test_backend_that_does_not_answer_in_time_is_an_infra_error():
+  backend = ScriptedBackend(TOKENIZER, replies="x", latency_seconds=1.0)
+  with HarnessRuntime(backend, TOKENIZER, num_workers=1,
+                      backend_timeout_seconds=0.2) as pool:
+    trajectory = pool.run_episodes(Harness("def run(task, llm, tools):\n"
+                                           "  return llm.generate('q')\n"), [Episode("t", {})])[0]
+  backend.close()
+  assert trajectory.outcome == "infra_error"
+  assert "backend_timeout_seconds" in trajectory.error

@@ -108,16 +108,22 @@ def visible_text(tokenizer, token_ids):
   return tokenizer.decode(token_ids)
 
 
-def serve_llm(backend, tokenizer, defaults, message, call_index, episode_start):
-  """Serves one llm request. Returns (text or list of texts, LLMCall)."""
+def serve_llm(backend, tokenizer, defaults, message, call_index, episode_start,
+              timeout_seconds=None):
+  """Serves one llm request. Returns (text or list of texts, LLMCall).
+
+  timeout_seconds bounds the wait for the backend (None: wait as long as it takes).
+  """
   method = message.get("method")
   params = sampling_params(defaults, message.get("sampling", {}), method, call_index)
   prompt_ids = [int(i) for i in _render(tokenizer, message, method)]
   started = time.monotonic()
   try:
-    completions = backend.submit(prompt_ids, params).result()
+    completions = backend.submit(prompt_ids, params).result(timeout_seconds)
   except Exception as error:  # pylint: disable=broad-except
-    raise InfraError(f"The LLM backend raised {type(error).__name__}: {error}") from error
+    raise InfraError(f"The LLM backend raised {type(error).__name__}: {error}"
+                     f"{' (backend_timeout_seconds)' if isinstance(error, TimeoutError) else ''}"
+                     ) from error
   duration = time.monotonic() - started
   if len(completions) != params.n:
     raise InfraError(f"The LLM backend returned {len(completions)} completions for n="

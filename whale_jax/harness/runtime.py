@@ -19,6 +19,9 @@ it renders and tokenizes prompts, submits them to the backend and records prompt
 ids and logprobs in the trajectory. With num_workers episodes in flight, up to num_workers
 requests reach backend.submit together, so a batching backend can batch them.
 
+The harness's `random` module is seeded with "<task_id>:<sampling seed>", so every harness run
+on the same task and seed draws the same stream, whichever worker serves it.
+
 Only episode.task (the public fields) and the tool names cross into the sandbox; tools run on
 the host and the reference answer stays with the caller. Static checks
 (whale_jax.harness.static_checks) are not run here: callers check candidates before paying for
@@ -93,6 +96,8 @@ class HarnessRuntime:
     max_source_chars: longest harness source accepted.
     allowed_imports: modules preloaded in the workers: the only ones a harness can import.
     start_timeout_seconds: how long a worker may take to start.
+    backend_timeout_seconds: longest wait for one backend call before the episode ends as
+      infra_error (None: no limit).
   """
 
   def __init__(self, backend, tokenizer, num_workers=4, timeout_seconds=60.0,
@@ -100,7 +105,7 @@ class HarnessRuntime:
                max_open_files=64, max_calls=256, max_answer_chars=100_000,
                max_stdout_chars=20_000, max_message_bytes=16 << 20, max_source_chars=200_000,
                allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
-               start_timeout_seconds=60.0):
+               start_timeout_seconds=60.0, backend_timeout_seconds=None):
     if not isinstance(num_workers, int) or num_workers < 1:
       raise ValueError(f"HarnessRuntime(num_workers={num_workers!r}) must be an int >= 1.")
     if not timeout_seconds > 0:
@@ -113,6 +118,7 @@ class HarnessRuntime:
     self.max_calls, self.max_source_chars = max_calls, max_source_chars
     self.max_message_bytes = max_message_bytes
     self.start_timeout_seconds = start_timeout_seconds
+    self.backend_timeout_seconds = backend_timeout_seconds
     self.worker_config = {
         "type": "config", "memory_bytes": int(memory_bytes),
         "cpu_seconds": int(cpu_seconds or -(-timeout_seconds // 1) + 1),
@@ -276,7 +282,8 @@ class _Worker:
         self.stop_process()
         return run.finish("infra_error", f"Could not start a harness worker: {error!r}")
     message = {"type": "episode", "harness_hash": harness.hash, "source": harness.source,
-               "task": episode.task, "tool_names": sorted(episode.tools)}
+               "task": episode.task, "tool_names": sorted(episode.tools),
+               "random_seed": f"{episode.task_id}:{episode.sampling.seed}"}
     try:
       self.channel.send(message, SEND_TIMEOUT_SECONDS)
     except (EOFError, TimeoutError) as error:
@@ -390,7 +397,7 @@ class _EpisodeRun:
       if message["type"] == "llm":
         value, call = host_calls.serve_llm(self.runtime.backend, self.runtime.tokenizer,
                                            self.episode.sampling, message, len(self.calls),
-                                           self.started)
+                                           self.started, self.runtime.backend_timeout_seconds)
         self.calls.append(call)
         return {"type": "reply", "ok": True, "value": value}
       event = host_calls.serve_tool(self.episode.tools, message, self.started)

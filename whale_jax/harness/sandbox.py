@@ -25,7 +25,8 @@ shares with its zygote; control messages travel on a pipe that only the zygote h
 closes it first thing), so a harness cannot forge them.
   host -> worker    {"type": "config", ...limits, "control_fd", "host_pid"}   (data)
   worker -> host    {"type": "ready", "missing"}                              (control)
-  host -> worker    {"type": "episode", "harness_hash", "source", "task", "tool_names"}  (data)
+  host -> worker    {"type": "episode", "harness_hash", "source", "task", "tool_names",
+                     "random_seed"}                                           (data)
   worker -> host    {"type": "started", "pid"}                                (control)
   child -> host     {"type": "llm", "method": "chat" | "generate", "messages" | "prompt",
                      "tools", "sampling"}  or  {"type": "tool", "name", "args", "kwargs"}
@@ -51,6 +52,7 @@ import signal
 import sys
 import time
 import traceback
+import types
 
 if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(
     os.path.abspath(__file__)):
@@ -369,11 +371,15 @@ def _run_episode_child(channel, config, message, code, workdir, parent_pid, prct
                   "error": f"sandbox confinement failed: {error!r}"})
     exit_process(0)
   sys.stdout = sys.stderr = stdout
+  if "random" in sys.modules:  # the same stream for every harness run on this task and seed
+    sys.modules["random"].seed(message["random_seed"])
   host = _Host(channel, exit_process)
   try:
-    namespace = {"__name__": "harness", "__file__": HARNESS_FILENAME}
-    exec(code, namespace)  # pylint: disable=exec-used
-    run = namespace.get("run")
+    module = types.ModuleType("harness")
+    module.__file__ = HARNESS_FILENAME
+    sys.modules["harness"] = module  # dataclasses and friends look the module up there
+    exec(code, module.__dict__)  # pylint: disable=exec-used
+    run = module.__dict__.get("run")
     if not callable(run):
       raise TypeError("The harness defines no function run(task, llm, tools).")
     answer = run(message["task"], LLM(host), Tools(host, message["tool_names"]))
