@@ -1,0 +1,143 @@
+"""Scoring a harness on task instances: the evaluate function that search and the gate call.
+
+  evaluate = make_evaluate(runtime, domain, sampling, weights_id="step_1200")
+  keys = sample_keys(instances, seed=0)                   # one sample key per task
+  evaluation = evaluate(harness, instances, keys)
+  evaluation.scores, evaluation.trajectories, evaluation.success_rate, evaluation.mean_turns
+
+Any callable `evaluate(harness, instances, sample_keys) -> Evaluation` will do (tests pass
+fakes). The sample key of a task is the seed of its episode: the runtime seeds llm call k of
+the episode from (sample key, k), so two harnesses evaluated with the same keys draw the same
+random streams (common random numbers), and an evaluation is identified by (harness hash,
+weights id, task id, sample key) — the key of the evaluation cache
+(whale_jax.search.evaluation_cache).
+
+Scoring: an episode that ends "ok" is scored by domain.verify; "harness_error" and "timeout"
+score 0. An "infra_error" episode (not the harness's fault) is run again up to infra_retries
+times and scores 0 if it never succeeds; the count is in evaluation.num_infra_errors, and the
+cache never stores it. Turns are the llm calls of an episode (WHALE's turn count).
+"""
+import dataclasses
+import hashlib
+from typing import Sequence
+
+from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.tasks import domain as domain_lib
+
+SAMPLE_KEY_MODULUS = 2**31
+
+
+def sample_key(seed, task_id):
+  """The sample key of task_id under seed: a stable 31-bit integer."""
+  digest = hashlib.sha256(f"{seed}/{task_id}".encode("utf-8")).hexdigest()
+  return int(digest[:8], 16) % SAMPLE_KEY_MODULUS
+
+
+def sample_keys(instances, seed):
+  """One sample key per instance (see sample_key)."""
+  return [sample_key(seed, instance.id) for instance in instances]
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+  """Per-instance results of one harness, in the order of the instances.
+
+  Attributes:
+    task_ids, sample_keys: what was evaluated.
+    scores: one score in [0, 1] per instance.
+    trajectories: one Trajectory per instance.
+    rollouts: episodes actually run to produce this (cache hits cost none; retries count).
+  """
+  task_ids: tuple[str, ...]
+  sample_keys: tuple[int, ...]
+  scores: tuple[float, ...]
+  trajectories: tuple[trajectory_lib.Trajectory, ...]
+  rollouts: int = 0
+
+  def __post_init__(self):
+    sizes = {len(self.task_ids), len(self.sample_keys), len(self.scores),
+             len(self.trajectories)}
+    if len(sizes) != 1:
+      raise ValueError(f"Evaluation needs one task id, sample key, score and trajectory per "
+                       f"instance; got {len(self.task_ids)}, {len(self.sample_keys)}, "
+                       f"{len(self.scores)} and {len(self.trajectories)}.")
+
+  @property
+  def success_rate(self):
+    return sum(self.scores) / len(self.scores) if self.scores else 0.0
+
+  @property
+  def mean_turns(self):
+    if not self.trajectories:
+      return 0.0
+    return sum(t.num_turns for t in self.trajectories) / len(self.trajectories)
+
+  @property
+  def num_infra_errors(self):
+    return sum(t.outcome == "infra_error" for t in self.trajectories)
+
+  def outcome_counts(self):
+    return {outcome: sum(t.outcome == outcome for t in self.trajectories)
+            for outcome in trajectory_lib.OUTCOMES}
+
+  def score_by_task(self):
+    return dict(zip(self.task_ids, self.scores))
+
+
+def as_evaluation(result, instances, keys):
+  """An Evaluation from what an evaluate function returned (an Evaluation, or a pair
+  (scores, trajectories), whose rollouts are taken to be one per instance)."""
+  if isinstance(result, Evaluation):
+    if list(result.task_ids) != [i.id for i in instances]:
+      raise ValueError("The evaluate function returned results for tasks "
+                       f"{list(result.task_ids)[:3]}... but was asked for "
+                       f"{[i.id for i in instances][:3]}...; return one result per instance, in "
+                       "order.")
+    return result
+  try:
+    scores, trajectories = result
+  except (TypeError, ValueError):
+    raise TypeError("evaluate(harness, instances, sample_keys) must return an Evaluation or "
+                    f"a pair (scores, trajectories); got {type(result).__name__}.") from None
+  return Evaluation(tuple(i.id for i in instances), tuple(keys),
+                    tuple(float(s) for s in scores), tuple(trajectories),
+                    rollouts=len(instances))
+
+
+def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=1):
+  """evaluate(harness, instances, sample_keys) -> Evaluation, run on a HarnessRuntime.
+
+  Args:
+    runtime: a HarnessRuntime serving the model at the weights being evaluated.
+    domain: the tasks.Domain (tools per instance, verify).
+    sampling: SamplingParams of every episode; its seed is replaced by the sample key.
+    weights_id: names the weights the runtime serves; kept as evaluate.weights_id, so search
+      and the gate key their caches by it.
+    infra_retries: extra attempts for an episode that ends "infra_error".
+  """
+  def evaluate(harness, instances: Sequence[domain_lib.Instance], keys):
+    instances, keys = list(instances), [int(key) for key in keys]
+    if len(instances) != len(keys):
+      raise ValueError(f"evaluate got {len(instances)} instances but {len(keys)} sample keys; "
+                       "give one sample key per instance.")
+    episodes = [domain_lib.make_episode(domain, instance, sampling.replace(seed=key))
+                for instance, key in zip(instances, keys)]
+    trajectories = runtime.run_episodes(harness, episodes)
+    rollouts = len(episodes)
+    for _ in range(infra_retries):
+      failed = [i for i, t in enumerate(trajectories) if t.outcome == "infra_error"]
+      if not failed:
+        break
+      retried = runtime.run_episodes(harness, [
+          domain_lib.make_episode(domain, instances[i], sampling.replace(seed=keys[i]))
+          for i in failed])
+      rollouts += len(failed)
+      for index, trajectory in zip(failed, retried):
+        trajectories[index] = trajectory
+    scores = [float(domain.verify(instance, t.answer, t)) if t.ok else 0.0
+              for instance, t in zip(instances, trajectories)]
+    return Evaluation(tuple(i.id for i in instances), tuple(keys), tuple(scores),
+                      tuple(trajectories), rollouts=rollouts)
+
+  evaluate.weights_id = weights_id
+  return evaluate

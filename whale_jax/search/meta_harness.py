@@ -1,0 +1,353 @@
+"""Meta-Harness search as WHALE runs it: an archive of every candidate, M proposals per
+iteration, the top of the Pareto front (success up, mean turns down) accepted.
+
+  result = meta_harness.search(incoming, evaluate, proposer, archive_dir, domain=domain,
+                               instances=splits["harness"], weights_id="step_1200",
+                               iterations=6, candidates_per_iteration=3)
+  result.accepted          # the Harness to use next (possibly the incoming one)
+  result.rollouts          # episodes run by this search, over all its sessions
+  result.archive           # whale_jax.search.archive.Archive
+
+  # or with patience: at least 6 iterations, stop after 2 without a new best, at most 16
+  meta_harness.search(..., min_iterations=6, patience=2, max_iterations=16)
+
+Iteration 1 evaluates the incoming harness (always: the weights changed since it was last
+scored; the evaluation cache answers if they did not). Each later iteration builds the
+proposer context from the archive (whale_jax.search.context) around the accepted harness,
+asks the proposer for M candidates, and for each: applies it (whale_jax.harness.patches),
+drops it as a duplicate when its source is already archived, runs the static checks and, in
+prompt-only mode (the FST control), the prompt-only check (whale_jax.search.prompt_only), and
+evaluates what passes with one rollout per instance. Every proposal becomes an archive entry
+with its status and reasons; a malformed proposal never stops the search. After each
+iteration the accepted harness is the evaluated candidate with the highest success, ties to
+fewer mean turns, then to the earlier candidate — the top of the Pareto front over all
+candidates of the run; later proposals may refine any candidate. All candidates use the same
+sample keys (sample_keys(instances, seed)), so they are compared on the same random streams.
+
+Budgets: `iterations=I` runs I iterations (the incoming evaluation counts as the first), or
+patience: after min_iterations, stop once `patience` iterations in a row brought no new
+accepted harness; never more than max_iterations.
+
+Resuming: calling search again with the same archive_dir continues where it stopped. The
+proposals of an iteration are saved before any is evaluated (iterations/iteration_NNN/
+proposals.json) and reused; candidates already in the archive are not redone; acceptance and
+patience are recomputed from the archive. So an interrupted run, resumed, makes the same
+candidates and decisions as an uninterrupted one with the same seed (with an edit-library
+proposer, or any proposer, given that its saved proposals are reused). Rollouts of an
+evaluation interrupted by an exception are not counted.
+
+Departures from WHALE: the proposer is a function call on a context rendered from the archive
+(not a coding agent browsing the directory); candidates of an iteration are evaluated one
+after another (each with its episodes in parallel on the runtime); no separate validation gate
+(use whale_jax.search.validation_gate where a recipe wants one).
+"""
+import dataclasses
+
+from whale_jax.harness import patches
+from whale_jax.harness import program
+from whale_jax.harness import static_checks
+from whale_jax.search import archive as archive_lib
+from whale_jax.search import context as context_lib
+from whale_jax.search import evaluation as evaluation_lib
+from whale_jax.search import evaluation_cache
+from whale_jax.search import prompt_only as prompt_only_lib
+from whale_jax.search import proposal as proposal_lib
+
+RUN_FILE = "search.json"
+MATCHING_RUN_FIELDS = ("incoming_hash", "weights_id", "task_ids", "seed",
+                       "candidates_per_iteration", "prompt_only", "domain")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+  """What a search returns.
+
+  Attributes:
+    accepted: the accepted Harness (the incoming one when nothing beat it).
+    accepted_id: its archive id.
+    archive: the Archive.
+    rollouts: episodes run by this search, all sessions together (cache hits excluded).
+    iterations: iterations completed, the incoming evaluation included.
+    stop_reason: why the search stopped.
+    frontier: ids of the Pareto front (success up, mean turns down).
+  """
+  accepted: program.Harness
+  accepted_id: str
+  archive: archive_lib.Archive
+  rollouts: int
+  iterations: int
+  stop_reason: str
+  frontier: tuple[str, ...]
+
+  @property
+  def improved(self):
+    return self.accepted_id != "c0000"
+
+
+def pareto_front(candidates):
+  """Evaluated candidates no other candidate beats on success (up) and mean turns (down)."""
+  evaluated = [c for c in candidates if c.evaluated]
+  return [c for c in evaluated if not any(
+      d.success >= c.success and d.mean_turns <= c.mean_turns and
+      (d.success > c.success or d.mean_turns < c.mean_turns) for d in evaluated)]
+
+
+def pick_accepted(candidates):
+  """The top of the front: highest success, then fewer mean turns, then the earlier id."""
+  front = pareto_front(candidates)
+  return min(front, key=lambda c: (-c.success, c.mean_turns, int(c.id[1:])))
+
+
+def _check_budget(iterations, min_iterations, patience, max_iterations):
+  patience_mode = (min_iterations, patience, max_iterations) != (None, None, None)
+  if (iterations is None) == (not patience_mode) or (
+      patience_mode and None in (min_iterations, patience, max_iterations)):
+    raise ValueError("Give the search budget either as iterations=I (the incoming evaluation "
+                     "counts as iteration 1) or as min_iterations, patience and "
+                     "max_iterations together; got iterations="
+                     f"{iterations}, min_iterations={min_iterations}, patience={patience}, "
+                     f"max_iterations={max_iterations}.")
+  if iterations is not None and iterations < 1:
+    raise ValueError(f"iterations={iterations} must be >= 1 (1 only evaluates the incoming "
+                     "harness).")
+  if patience_mode and not (1 <= min_iterations <= max_iterations and patience >= 1):
+    raise ValueError(f"Need 1 <= min_iterations <= max_iterations and patience >= 1; got "
+                     f"min_iterations={min_iterations}, max_iterations={max_iterations}, "
+                     f"patience={patience}.")
+
+
+def _stop_reason(iteration, iterations, min_iterations, patience, max_iterations,
+                 last_new_best):
+  """Why not to run `iteration`, or None to run it."""
+  if iterations is not None:
+    return f"ran iterations={iterations}" if iteration > iterations else None
+  if iteration > max_iterations:
+    return f"reached max_iterations={max_iterations}"
+  done = iteration - 1
+  if done >= min_iterations and done - last_new_best >= patience:
+    return (f"no new best in the last {patience} iteration(s) (last new best in iteration "
+            f"{last_new_best})")
+  return None
+
+
+def _up_to(archive, iteration):
+  return [c for c in archive.candidates if c.iteration <= iteration]
+
+
+def _iteration_path(archive, iteration, name):
+  return archive.path("iterations", f"iteration_{iteration:03d}", name)
+
+
+def _render_messages(messages):
+  return "\n\n".join(f"===== {m['role']} =====\n{m['content']}" for m in messages)
+
+
+def _reason(code, message):
+  return {"code": code, "message": message}
+
+
+def _apply(proposal, parent_source):
+  """(source or None, origin, apply report, [reasons])."""
+  if proposal.error:
+    return None, proposal.kind, "", [_reason("proposer_error", proposal.error)]
+  if proposal.kind == "program":
+    source = patches.extract_program(proposal.text) or proposal.text
+    if source.strip() == parent_source.strip():
+      return None, "program", "", [_reason("no_change", "The proposed program is the current "
+                                           "program.")]
+    return source, "program", "Replaced the whole program.", []
+  result = patches.apply_proposal(parent_source, proposal.text)
+  origin = "program" if result.kind == "program" else "patch"
+  if result.kind == "malformed":
+    return None, origin, result.message, [_reason("malformed", result.message)]
+  if result.kind == "none":
+    return None, origin, result.message, [_reason("no_blocks", result.message)]
+  failed = [report for report in result.reports if report.status != "applied"]
+  if failed:
+    return None, origin, result.message, [_reason(r.status, r.detail) for r in failed]
+  if not result.changed:
+    return None, origin, result.message, [_reason("no_change", result.message)]
+  return result.source, origin, result.message, []
+
+
+def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weights_id=None,
+           iterations=None, min_iterations=None, patience=None, max_iterations=None,
+           candidates_per_iteration=3, prompt_only=False, seed=0,
+           context_budget_tokens=16_000, tokenizer=None,
+           max_lines=static_checks.DEFAULT_MAX_LINES, cache_dir=None, context_options=None):
+  """Runs (or resumes) a Meta-Harness search; see the module docstring.
+
+  Args:
+    incoming: the Harness the search starts from.
+    evaluate: (harness, instances, sample_keys) -> Evaluation (see
+      whale_jax.search.evaluation.make_evaluate); wrapped here in the evaluation cache.
+    proposer: an object with propose(context, n) -> [Proposal] and a name.
+    archive_dir: the archive directory (created, or resumed).
+    domain: the tasks.Domain: its name, description and allowed imports.
+    instances: the harness split; every candidate is evaluated on all of them.
+    weights_id: names the evaluated weights (default: evaluate.weights_id).
+    iterations | min_iterations, patience, max_iterations: the budget.
+    candidates_per_iteration: M, proposals asked for per iteration.
+    prompt_only: allow only changes to the prompt strings (FST control).
+    seed: seeds the sample keys (common to all candidates).
+    context_budget_tokens, tokenizer: the proposer context's budget and token counter.
+    max_lines: longest candidate allowed.
+    cache_dir: the evaluation cache (default archive_dir/evaluations); share it with the
+      validation gate to reuse evaluations at the same weights.
+    context_options: extra keyword arguments for context.build_context (num_failing, ...).
+  """
+  _check_budget(iterations, min_iterations, patience, max_iterations)
+  if candidates_per_iteration < 1:
+    raise ValueError(f"candidates_per_iteration={candidates_per_iteration} must be >= 1.")
+  instances = list(instances)
+  if not instances:
+    raise ValueError("search needs the harness split: a non-empty list of instances.")
+  weights_id = weights_id if weights_id is not None else getattr(evaluate, "weights_id", None)
+  archive = archive_lib.Archive(archive_dir)
+  run = {"incoming_hash": incoming.hash, "weights_id": weights_id,
+         "task_ids": [i.id for i in instances], "seed": seed,
+         "candidates_per_iteration": candidates_per_iteration, "prompt_only": prompt_only,
+         "domain": domain.name, "proposer": getattr(proposer, "name", type(proposer).__name__),
+         "instruction_version": context_lib.INSTRUCTIONS_VERSION}
+  previous = archive_lib.read_json(archive.path(RUN_FILE))
+  if previous is not None:
+    changed = [field for field in MATCHING_RUN_FIELDS if previous.get(field) != run[field]]
+    if changed:
+      raise ValueError(f"{archive_dir} holds a search that differs in {', '.join(changed)}; "
+                       "resume it with the same arguments, or use a new archive_dir.")
+  else:
+    archive_lib.write_json_atomically(archive.path(RUN_FILE), run)
+  cache = evaluation_cache.EvaluationCache(cache_dir or archive.path("evaluations"))
+  evaluate_cached = evaluation_cache.cached(evaluate, cache, weights_id)
+  keys = evaluation_lib.sample_keys(instances, seed)
+
+  def record(candidate, source=None, raw_output="", evaluation=None):
+    return archive.add(candidate, source=source, raw_output=raw_output, evaluation=evaluation)
+
+  # Iteration 1: the incoming harness.
+  if not archive.candidates:
+    evaluation = evaluate_cached(incoming, instances, keys)
+    failures = incoming.check(domain.allowed_imports, max_lines)
+    record(archive_lib.Candidate(
+        id=archive.next_id(), iteration=1, index=0, hash=incoming.hash, parent=None,
+        origin="incoming", status="evaluated", weights_id=weights_id,
+        static_check=[dataclasses.asdict(f) for f in failures]),
+        source=incoming.source, evaluation=evaluation)
+  accepted = pick_accepted(_up_to(archive, 1))
+  last_new_best, iteration = 1, 1
+  _write_comparison(archive, 1, accepted, last_new_best)
+
+  while True:
+    iteration += 1
+    stop_reason = _stop_reason(iteration, iterations, min_iterations, patience,
+                               max_iterations, last_new_best)
+    if stop_reason:
+      break
+    proposals, meta = _proposals(archive, iteration, accepted, proposer, domain,
+                                 candidates_per_iteration, prompt_only,
+                                 context_budget_tokens, tokenizer, max_lines,
+                                 context_options or {})
+    done = {c.index for c in archive.candidates if c.iteration == iteration}
+    parent = archive.get(meta["incumbent_id"])
+    parent_source = archive.source(parent.id)
+    for index, proposal in enumerate(proposals):
+      if index in done:
+        continue
+      candidate = archive_lib.Candidate(
+          id=archive.next_id(), iteration=iteration, index=index, hash=None, parent=parent.id,
+          origin=proposal.kind, proposer=proposal.proposer or run["proposer"],
+          mechanism=proposal.mechanism, hypothesis=proposal.hypothesis,
+          instruction_version=meta["instruction_version"],
+          instruction_hash=meta["instruction_hash"], weights_id=weights_id,
+          prompt_tokens=proposal.prompt_tokens, completion_tokens=proposal.completion_tokens)
+      source, candidate.origin, candidate.apply_report, candidate.reasons = _apply(
+          proposal, parent_source)
+      if source is None:
+        record(candidate, raw_output=proposal.raw_output)
+        continue
+      candidate.hash = program.content_hash(source)
+      original = archive.find_hash(candidate.hash)
+      if original is not None:
+        candidate.status = "duplicate"
+        candidate.duplicate_of = original.duplicate_of or original.id
+        candidate.reasons = [_reason("duplicate", f"Same program as {candidate.duplicate_of}; "
+                                     "it is not evaluated again.")]
+        record(candidate, source=source, raw_output=proposal.raw_output)
+        continue
+      failures = static_checks.check_harness(source, domain.allowed_imports, max_lines)
+      if failures:
+        candidate.static_check = [dataclasses.asdict(f) for f in failures]
+        candidate.reasons = [_reason("static_check", static_checks.describe_failures(failures))]
+        record(candidate, source=source, raw_output=proposal.raw_output)
+        continue
+      if prompt_only:
+        problem = prompt_only_lib.check_prompt_only(incoming.source, source)
+        if problem:
+          candidate.reasons = [_reason("prompt_only", problem)]
+          record(candidate, source=source, raw_output=proposal.raw_output)
+          continue
+      harness = program.Harness(source, parent=parent.hash, origin=candidate.origin)
+      evaluation = evaluate_cached(harness, instances, keys)
+      candidate.status = "evaluated"
+      record(candidate, source=source, raw_output=proposal.raw_output, evaluation=evaluation)
+    new_accepted = pick_accepted(_up_to(archive, iteration))
+    if new_accepted.id != accepted.id:
+      last_new_best = iteration
+    accepted = new_accepted
+    _write_comparison(archive, iteration, accepted, last_new_best)
+
+  accepted_harness = incoming
+  if accepted.id != "c0000":
+    parent_hash = archive.get(accepted.parent).hash if accepted.parent else None
+    accepted_harness = program.Harness(archive.source(accepted.id), parent=parent_hash,
+                                       origin=accepted.origin)
+  archive_lib.write_json_atomically(archive.path("accepted.json"), {
+      "id": accepted.id, "hash": accepted.hash, "success": accepted.success,
+      "mean_turns": accepted.mean_turns, "iterations": iteration - 1,
+      "stop_reason": stop_reason})
+  return SearchResult(
+      accepted=accepted_harness, accepted_id=accepted.id, archive=archive,
+      rollouts=sum(c.rollouts for c in archive.candidates), iterations=iteration - 1,
+      stop_reason=stop_reason,
+      frontier=tuple(c.id for c in pareto_front(_up_to(archive, iteration - 1))))
+
+
+def _proposals(archive, iteration, accepted, proposer, domain, count, prompt_only,
+               budget_tokens, tokenizer, max_lines, context_options):
+  """The iteration's proposals: reloaded when saved, else proposed now and saved first."""
+  path = _iteration_path(archive, iteration, "proposals.json")
+  saved = archive_lib.read_json(path)
+  if saved is not None:
+    return [proposal_lib.Proposal.from_json(p) for p in saved["proposals"]], saved
+  context = context_lib.build_context(
+      archive, accepted.id, domain.name, domain.description, iteration, budget_tokens,
+      tokenizer=tokenizer, prompt_only=prompt_only, allowed_imports=domain.allowed_imports,
+      max_lines=max_lines, **context_options)
+  archive_lib.write_text_atomically(_iteration_path(archive, iteration, "context.txt"),
+                                    _render_messages(context.messages))
+  try:
+    proposals = list(proposer.propose(context, count))[:count]
+  except Exception as error:  # pylint: disable=broad-except
+    proposals = [proposal_lib.Proposal(kind="patch", text="", error=(
+        f"The proposer raised {type(error).__name__}: {error}"))]
+  meta = {"iteration": iteration, "incumbent_id": accepted.id,
+          "instruction_version": context.instruction_version,
+          "instruction_hash": context.instruction_hash, "context_tokens": context.num_tokens,
+          "context_budget_tokens": context.budget_tokens,
+          "proposals": [p.to_json() for p in proposals]}
+  archive_lib.write_json_atomically(path, meta)
+  return proposals, meta
+
+
+def _write_comparison(archive, iteration, accepted, last_new_best):
+  candidates = [c for c in archive.candidates if c.iteration == iteration]
+  archive_lib.write_json_atomically(_iteration_path(archive, iteration, "comparison.json"), {
+      "iteration": iteration, "accepted": accepted.id, "accepted_success": accepted.success,
+      "accepted_mean_turns": accepted.mean_turns, "new_best": last_new_best == iteration,
+      "frontier": [c.id for c in pareto_front(_up_to(archive, iteration))],
+      "candidates": [{"id": c.id, "status": c.status, "success": c.success,
+                      "mean_turns": c.mean_turns, "mechanism": c.mechanism,
+                      "reasons": [r["code"] for r in c.reasons]} for c in candidates]})
+  archive_lib.write_json_atomically(archive.path("accepted.json"), {
+      "id": accepted.id, "hash": accepted.hash, "success": accepted.success,
+      "mean_turns": accepted.mean_turns, "iterations": iteration})
