@@ -319,3 +319,28 @@ def test_all_attacks_at_once_leave_the_pool_serving_and_the_host_unchanged(runti
   assert runtime.worker_pids == workers
   assert snapshot(canary) == before
   assert children_of(set(workers)) == []
+
+
+@pytest.mark.parametrize("call", ["os.pidfd_open(os.getppid())", "os.mkfifo('/tmp/fifo')",
+                                  "signal.pidfd_send_signal(3, 9)"])
+def test_unaudited_process_and_file_functions_are_gone(runtime, call):
+  trajectory = attack(runtime, call + "\nreturn 'reached'", imports="import os, signal")
+  assert trajectory.outcome == "harness_error"
+  assert "AttributeError" in trajectory.error
+
+
+def test_audit_hook_state_cannot_be_changed(runtime):
+  body = """
+hooks = [o for o in gc.get_objects() if getattr(o, '__name__', '') == 'audit_hook']
+for hook in hooks:
+  for value in hook.__defaults__:
+    if isinstance(value, (set, dict, list)):
+      value.clear()
+  hook.__defaults__ = (os.sep,) + hook.__defaults__[1:]
+open('/tmp/owned-by-harness', 'w')
+return str(len(hooks))
+"""
+  trajectory = attack(runtime, body)
+  assert trajectory.outcome == "harness_error"
+  assert "PermissionError" in trajectory.error
+  assert not os.path.exists("/tmp/owned-by-harness")

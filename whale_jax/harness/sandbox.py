@@ -13,12 +13,16 @@ exec    Runs one snippet of Python (the python tool), confined the same way, and
 
 Confinement, in order: a process group of its own, death when its parent dies, a fresh empty
 working directory, privileges dropped to nobody when started as root, resource limits (address
-space, CPU seconds, no new processes or threads, file size, open files, no core files), imports
-limited to the preloaded modules, and an audit hook that refuses sockets, subprocesses,
-fork/exec/spawn, signals to other processes, ctypes, tracing, code-object construction, raising
-resource limits, and every open, listing or change of a path outside the working directory.
-The hook's state lives in its default arguments, which CPython only lets code replace through
-an audited attribute write that the hook itself refuses.
+space, CPU seconds, no new processes or threads, file size, open files, no core files), the
+few os/signal functions that reach other processes or make files without an audit event
+(_UNAUDITED_FUNCTIONS) deleted, imports limited to the preloaded modules, and an audit hook that
+refuses sockets, subprocesses, fork/exec/spawn, signals to other processes, ctypes, tracing,
+code-object construction, raising resource limits, and every open, listing or change of a path
+outside the working directory. The hook's state is immutable and lives in its default
+arguments, which CPython only lets code replace through an audited attribute write that the
+hook itself refuses. Audit hooks are not a boundary against native code; the limits, the
+dropped privileges and the refusal of ctypes and code construction are what keep a harness
+from reaching any.
 
 Protocol, one JSON object per line. Data messages travel on stdin/stdout, which a child
 shares with its zygote; control messages travel on a pipe that only the zygote holds (each child
@@ -73,18 +77,23 @@ _REFUSED_EVENTS = frozenset({
     "sqlite3.enable_load_extension", "sqlite3.load_extension", "_posixsubprocess.fork_exec",
 })
 _REFUSED_PREFIXES = ("socket.", "ctypes.", "os.exec", "os.spawn", "_ssl.", "ssl.")
-# event -> positions of path arguments that must lie inside the working directory
-_PATH_EVENTS = {
-    "open": (0,), "os.listdir": (0,), "os.scandir": (0,), "os.remove": (0,), "os.rmdir": (0,),
-    "os.mkdir": (0,), "os.rename": (0, 1), "os.truncate": (0,), "os.utime": (0,),
-    "os.chmod": (0,), "os.chown": (0,), "os.chflags": (0,), "os.lchflags": (0,),
-    "os.setxattr": (0,), "os.removexattr": (0,), "os.getxattr": (0,), "os.listxattr": (0,),
-    "glob.glob": (0,), "glob.glob/2": (0,), "sqlite3.connect": (0,), "shutil.copyfile": (0, 1),
-    "shutil.copymode": (0, 1), "shutil.copystat": (0, 1), "shutil.copytree": (0, 1),
-    "shutil.move": (0, 1), "shutil.rmtree": (0,), "shutil.make_archive": (0,),
-    "shutil.unpack_archive": (0, 1), "tempfile.mkstemp": (0,), "tempfile.mkdtemp": (0,),
-    "os.mkfifo": (0,), "os.mknod": (0,),
-}
+# Events whose first argument (both first arguments, for _TWO_PATH_EVENTS) is a path that must
+# lie inside the working directory. Frozensets: the hook's state must not be mutable.
+_PATH_EVENTS = frozenset({
+    "open", "os.listdir", "os.scandir", "os.remove", "os.rmdir", "os.mkdir", "os.rename",
+    "os.truncate", "os.utime", "os.chmod", "os.chown", "os.chflags", "os.lchflags",
+    "os.setxattr", "os.removexattr", "os.getxattr", "os.listxattr", "glob.glob", "glob.glob/2",
+    "sqlite3.connect", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
+    "shutil.copytree", "shutil.move", "shutil.rmtree", "shutil.make_archive",
+    "shutil.unpack_archive", "tempfile.mkstemp", "tempfile.mkdtemp"})
+_TWO_PATH_EVENTS = frozenset({"os.rename", "shutil.copyfile", "shutil.copymode",
+                              "shutil.copystat", "shutil.copytree", "shutil.move",
+                              "shutil.unpack_archive"})
+# Functions that act on other processes or create files without raising an audit event;
+# the child deletes them from the modules that hold them before the harness runs.
+_UNAUDITED_FUNCTIONS = ("pidfd_open", "pidfd_send_signal", "mkfifo", "mknod", "setpriority",
+                        "sched_setaffinity", "sched_setscheduler", "sched_setparam",
+                        "process_vm_readv", "process_vm_writev")
 _PROTECTED_FUNCTION_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 
 
@@ -93,9 +102,10 @@ def _make_audit_hook(workdir):
 
   def audit_hook(event, args, _workdir=workdir, _refused=_REFUSED_EVENTS,
                  _prefixes=_REFUSED_PREFIXES, _path_events=_PATH_EVENTS,
-                 _protected=_PROTECTED_FUNCTION_ATTRIBUTES, _type=type, _str=str, _bytes=bytes,
-                 _int=int, _len=len, _startswith=str.startswith, _split=str.split,
-                 _join=str.join, _decode=bytes.decode, _error=PermissionError):
+                 _two_path_events=_TWO_PATH_EVENTS, _protected=_PROTECTED_FUNCTION_ATTRIBUTES,
+                 _type=type, _str=str, _bytes=bytes, _int=int, _len=len,
+                 _startswith=str.startswith, _split=str.split, _join=str.join,
+                 _decode=bytes.decode, _error=PermissionError):
     if event in _refused or _startswith(event, _prefixes):
       raise _error(f"{event} is refused inside the harness sandbox: a harness reaches the "
                    "outside world only through llm and tools.")
@@ -103,10 +113,9 @@ def _make_audit_hook(workdir):
       if _len(args) > 1 and _type(args[1]) is _str and args[1] in _protected:
         raise _error(f"Changing a function's {args[1]} is refused inside the harness sandbox.")
       return
-    positions = _path_events.get(event)
-    if positions is None:
+    if event not in _path_events:
       return
-    for position in positions:
+    for position in ((0, 1) if event in _two_path_events else (0,)):
       if position >= _len(args):
         continue
       path = args[position]
@@ -344,6 +353,11 @@ def _confine(workdir, config, parent_pid, prctl):
   resource.setrlimit(resource.RLIMIT_FSIZE, (config["file_size_bytes"],) * 2)
   resource.setrlimit(resource.RLIMIT_NOFILE, (config["max_open_files"],) * 2)
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+  for module_name in ("os", "posix", "signal", "_signal"):
+    module = sys.modules.get(module_name)
+    for name in _UNAUDITED_FUNCTIONS:
+      if module is not None and hasattr(module, name):
+        delattr(module, name)
   sys.meta_path.insert(0, _RefuseNewImports(config["allowed_imports"]))
   sys.addaudithook(_make_audit_hook(os.getcwd()))
 
