@@ -82,33 +82,33 @@ def _from_ordered(i):
 
 
 def truncation_threshold(scaled, weights, top_k, top_p):
-  """[B] smallest scaled logit that top-k/top-p keep; tokens with scaled >= it survive.
+  """[B] smallest scaled logit that both top-k and top-p keep; tokens >= it survive.
 
   Args:
     scaled: [B, V] logits / temperature.
     weights: [B, V] exp(scaled - max), unnormalized probabilities.
     top_k: [B] int (0 = off); top_p: [B] float (1.0 = off).
-  The answer is the largest t with count(scaled >= t) >= top_k and
-  mass(scaled >= t) >= top_p * total: a bisection over the int32 ordering of floats, which
-  ends on one of the logits after 32 halvings.
+  Top-k alone cuts at the largest t with count(scaled >= t) >= top_k, top-p alone at the
+  largest t with mass(scaled >= t) >= top_p * total; both on, the larger of the two cuts wins,
+  i.e. the largest t meeting either condition. A bisection over the int32 ordering of floats
+  finds it exactly (it is one of the logits) in 32 halvings.
   """
-  total = jnp.sum(weights, axis=-1)
-  needed_count = jnp.maximum(top_k, 1)
-  needed_mass = top_p * total
+  needed_mass = top_p * jnp.sum(weights, axis=-1)
 
-  def keeps(threshold):  # [B] bool: is cutting at threshold still enough?
+  def enough(threshold):  # [B] bool: is cutting at threshold still within both filters?
     above = scaled >= _from_ordered(threshold)[:, None]
     count = jnp.sum(above, axis=-1)
     mass = jnp.sum(jnp.where(above, weights, 0.0), axis=-1)
-    return (count >= needed_count) & ((top_p >= 1.0) | (mass >= needed_mass))
+    return (((top_k > 0) & (count >= top_k)) |
+            ((top_p < 1.0) & (mass >= needed_mass)))
 
-  low = _ordered(jnp.min(scaled, axis=-1))       # keeps everything: always true
-  high = _ordered(jnp.max(scaled, axis=-1)) + 1  # keeps nothing: always false
+  low = _ordered(jnp.min(scaled, axis=-1))       # keeps everything
+  high = _ordered(jnp.max(scaled, axis=-1)) + 1  # keeps nothing: never enough
 
   def halve(_, bounds):
     low, high = bounds
     middle = (low >> 1) + (high >> 1) + (low & high & 1)  # floor((low + high) / 2), no overflow
-    ok = keeps(middle)
+    ok = enough(middle)
     return jnp.where(ok, middle, low), jnp.where(ok, high, middle)
 
   low, _ = jax.lax.fori_loop(0, 32, halve, (low, high))

@@ -1,0 +1,70 @@
+"""Sampler against transformers (greedy tokens) and the trainer (per-token logprobs)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from tests.models import hf_fixtures
+from whale_jax.models import hf
+from whale_jax.sampling import Sampler
+from whale_jax.sampling import SamplingParams
+from whale_jax.train import logprobs as train_logprobs
+
+NAMES = ["qwen3_tied", "qwen2_bias", "llama3_scaled"]
+PROMPT_LENGTHS = [7, 1, 12, 4]
+NEW_TOKENS = 12
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def checkpoint(request, tmp_path_factory):
+  directory = tmp_path_factory.mktemp(request.param)
+  model = hf_fixtures.build(request.param, directory)
+  config, params = hf.load_hf(str(directory), dtype="float32")
+  sampler = Sampler(config, params, max_slots=8, steps_per_call=8)
+  yield model, config, params, sampler
+  sampler.close()
+
+
+def _prompts(seed):
+  tokens, mask = hf_fixtures.padded_batch(np.random.default_rng(seed), PROMPT_LENGTHS,
+                                          max(PROMPT_LENGTHS), left=True)
+  return tokens, mask, [row[m.astype(bool)].tolist() for row, m in zip(tokens, mask)]
+
+
+def test_greedy_matches_transformers_on_ragged_batch(checkpoint):
+  model, _, _, sampler = checkpoint
+  tokens, mask, prompts = _prompts(seed=4)
+  with torch.no_grad():
+    expected = model.generate(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask),
+                              max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                              pad_token_id=0)[:, tokens.shape[1]:].numpy()
+  outs = sampler.generate(prompts, SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0,
+                                                  ignore_eos=True))
+  np.testing.assert_array_equal([out.token_ids for out in outs], expected)
+  assert all(out.finish_reason == "length" for out in outs)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_logprobs_equal_trainer_logprobs(checkpoint, temperature):
+  _, config, params, sampler = checkpoint
+  _, _, prompts = _prompts(seed=5)
+  outs = sampler.generate(prompts, SamplingParams(max_tokens=NEW_TOKENS, temperature=temperature,
+                                                  seed=11, ignore_eos=True, n=2))
+  sequences = [out.prompt_token_ids + out.token_ids for out in outs]
+  length = max(len(s) for s in sequences)
+  batch = {"tokens": np.zeros((len(outs), length), np.int32),
+           "positions": np.zeros((len(outs), length), np.int32),
+           "segment_ids": np.zeros((len(outs), length), np.int32)}
+  for row, sequence in enumerate(sequences):
+    batch["tokens"][row, :len(sequence)] = sequence
+    batch["positions"][row, :len(sequence)] = np.arange(len(sequence))
+    batch["segment_ids"][row, :len(sequence)] = 1
+  expected = np.asarray(jax.jit(train_logprobs.token_logprobs, static_argnums=(1, 3))(
+      params, config, {k: jnp.asarray(v) for k, v in batch.items()}, temperature))
+  for row, out in enumerate(outs):
+    start = len(out.prompt_token_ids)
+    np.testing.assert_allclose(out.logprobs, expected[row, start:start + NEW_TOKENS],
+                               atol=1e-5, rtol=0)
+  # The two samples of each prompt draw from different streams.
+  assert any(outs[2 * r].token_ids != outs[2 * r + 1].token_ids for r in range(len(prompts)))
