@@ -190,10 +190,13 @@ class HarnessRuntime:
       self._queue.put(None)
     for worker in self._workers:
       worker.closing = True
-      sandbox_process.kill_group(worker.child_pid)
+      worker.kill_child()
     for worker in self._workers:
       worker.thread.join(EXIT_GRACE_SECONDS + 5)
-      worker.stop_process()
+      if worker.thread.is_alive():  # stuck: stop its processes; the thread ends on EOF
+        sandbox_process.kill_group(worker.process and worker.process.pid)
+      else:
+        worker.stop_process()
 
   def __enter__(self):
     return self
@@ -211,8 +214,9 @@ class _Worker:
 
   def __init__(self, runtime, index):
     self.runtime = runtime
-    self.process = self.channel = self.workdir = self.child_pid = None
+    self.process = self.channel = self.workdir = self.child = None
     self.closing = False
+    self.child_lock = threading.Lock()  # close() kills children from another thread
     self.ready = concurrent.futures.Future()
     self.thread = threading.Thread(target=self._serve, name=f"harness-worker-{index}",
                                    daemon=True)
@@ -223,6 +227,9 @@ class _Worker:
     control_read, control_write = os.pipe()
     try:
       self.process = sandbox_process.start("worker", self.workdir, pass_fds=(control_write,))
+    except BaseException:
+      os.close(control_read)
+      raise
     finally:
       os.close(control_write)
     self.control_fd = control_read
@@ -235,9 +242,24 @@ class _Worker:
       raise RuntimeError(f"The harness worker sent {message!r} instead of 'ready'.")
     return message["missing"]
 
+  def set_child(self, pid):
+    with self.child_lock:
+      self.child = sandbox_process.ProcessHandle(pid)
+
+  def kill_child(self):
+    with self.child_lock:
+      if self.child is not None:
+        self.child.kill()
+
+  def forget_child(self):
+    with self.child_lock:
+      if self.child is not None:
+        self.child.close()
+        self.child = None
+
   def stop_process(self):
-    sandbox_process.kill_group(self.child_pid)
-    self.child_pid = None
+    self.kill_child()
+    self.forget_child()
     sandbox_process.stop(self.process)
     if self.process is not None:
       os.close(self.control_fd)
@@ -316,7 +338,7 @@ class _EpisodeRun:
     """Decides the outcome now and kills the child (first decision wins)."""
     if self.verdict is None:
       self.verdict = (outcome, error)
-    sandbox_process.kill_group(self.worker.child_pid)
+    self.worker.kill_child()
 
   def play(self):
     worker = self.worker
@@ -328,7 +350,7 @@ class _EpisodeRun:
       try:
         source, message = worker.channel.receive(budget)
       except TimeoutError:
-        if waiting_for_exit or worker.child_pid is None:
+        if waiting_for_exit or worker.child is None:
           self._condemn("timeout", self._timeout_text())
           worker.stop_process()  # the zygote itself is stuck: replace it
           return self._decide(None)
@@ -354,11 +376,11 @@ class _EpisodeRun:
           self.sandbox_seconds += time.monotonic() - before
       if source == "control":
         if message["type"] == "started":
-          worker.child_pid = int(message["pid"])
+          worker.set_child(int(message["pid"]))
           if worker.closing:
             self._condemn("infra_error", "The runtime was closed during the episode.")
         elif message["type"] == "exit":
-          worker.child_pid = None
+          worker.forget_child()
           return self._decide(message)
         continue
       if self.verdict is not None:

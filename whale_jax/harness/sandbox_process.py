@@ -52,6 +52,47 @@ def kill_group(pid):
       pass
 
 
+class ProcessHandle:
+  """A process that is not the host's child (an episode's child of a zygote), pinned by a
+  pidfd so that a kill can never reach another process that reused its pid."""
+
+  def __init__(self, pid):
+    self.pid = pid
+    try:
+      self.pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+      self.pidfd = None
+
+  def alive(self):
+    if self.pidfd is None:
+      return True
+    try:
+      signal.pidfd_send_signal(self.pidfd, 0)
+      return True
+    except ProcessLookupError:
+      return False
+
+  def kill(self):
+    """SIGKILL to its process group and to it, if it still runs."""
+    if self.pidfd is None:
+      kill_group(self.pid)
+      return
+    if self.alive():
+      try:
+        os.killpg(self.pid, signal.SIGKILL)
+      except (ProcessLookupError, PermissionError):
+        pass
+      try:
+        signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+
+  def close(self):
+    if self.pidfd is not None:
+      os.close(self.pidfd)
+      self.pidfd = None
+
+
 def stop(process, timeout_seconds=5.0):
   """Kills a started process's group and reaps it."""
   if process is None:
