@@ -27,6 +27,9 @@ the host and the reference answer stays with the caller. Static checks
 (whale_jax.harness.static_checks) are not run here: callers check candidates before paying for
 rollouts, and the sandbox contains whatever they miss. See whale_jax/harness/trajectory.py for
 the outcome of each episode.
+
+Linux only (prctl, pidfd, /proc). Started as root, episode children drop to uid/gid nobody;
+otherwise they keep the host's user, and the process limit of 0 still stops fork and threads.
 """
 import concurrent.futures
 import dataclasses
