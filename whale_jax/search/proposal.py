@@ -98,9 +98,10 @@ def parse_reply(reply, proposer="", prompt_tokens=0, completion_tokens=0):
     has_blocks = bool(patches.parse_blocks(text))
   except patches.PatchFormatError:
     has_blocks = True  # an open block: applying it reports the format error
-  if not has_blocks and patches.extract_program(_without_hypothesis(text)) is not None:
+  text = _without_hypothesis(text)
+  if not has_blocks and patches.extract_program(text) is not None:
     kind = "program"
-    text = patches.extract_program(_without_hypothesis(text))
+    text = patches.extract_program(text)
   return Proposal(kind=kind, text=text, hypothesis=hypothesis, raw_output=reply,
                   prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                   proposer=proposer)
