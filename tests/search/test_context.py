@@ -122,3 +122,11 @@ def test_render_episode_is_compact():
   text = context_lib.render_episode(_trajectory("t0", HUGE, "MARK"), 0.0)
   assert len(text) <= context_lib.MAX_EPISODE_CHARS + 100
   assert text.startswith("### task t0: score 0, outcome ok, 2 llm call(s)")
+
+
+def test_episodes_passed_in_replace_the_archived_ones(tmp_path):
+  archive = _archive(tmp_path, size=10)
+  episodes = [(_trajectory("rl7", 10, "FROM-THE-RL-BLOCK"), 0.0)]
+  context = context_lib.build_context(archive, "c0000", "synthetic_qa", DESCRIPTION, 2, 20_000,
+                                      episodes=episodes)
+  assert "FROM-THE-RL-BLOCK" in context.text and "MARK-0-" not in context.text

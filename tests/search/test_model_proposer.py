@@ -62,6 +62,18 @@ def test_replies_become_proposals_with_seeds_per_iteration_and_index():
   assert third.error == "ConnectionError: reset" and third.text == ""
 
 
+def test_concurrent_calls_keep_the_order_of_their_seeds():
+
+  class BySeed:
+    def chat(self, messages, seed):
+      time.sleep(0.05 * (seed % 3))
+      return f"HYPOTHESIS: seed {seed}\nno blocks"
+
+  proposer = model_proposer.ModelProposer(BySeed(), seed=0, max_concurrent_calls=3)
+  proposals = proposer.propose(_context(iteration=1), 5)
+  assert [p.hypothesis for p in proposals] == [f"seed {1000 + i}" for i in range(5)]
+
+
 class StubServer:
   """A chat-completions endpoint answering from a script of (status, body, headers, delay)."""
 
@@ -159,3 +171,6 @@ def test_search_with_a_model_proposer(tmp_path):
   assert second.reasons[0]["code"] == "no_blocks"
   assert client.requests[0][0][0]["content"].startswith("You improve a harness")
   assert result.accepted_id == first.id
+  meta = json.loads(open(result.archive.path("iterations", "iteration_002",
+                                             "proposals.json")).read())
+  assert result.proposer_prompt_tokens == 2 * meta["context_tokens"]   # two calls, same context

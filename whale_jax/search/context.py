@@ -14,7 +14,8 @@ priority:
   2. the incumbent's code with its scores,                                   always
   3. the scores of every evaluated candidate (best first, at most 30 rows),
   4. the apply reports of the most recent proposals (status, reasons, block report),
-  5. failing episodes of the incumbent (score < 1), rendered compactly,
+  5. failing episodes of the incumbent (score < 1), rendered compactly (or of the episodes
+     passed in, e.g. a weight-update block's trajectories),
   6. the best other candidates as unified diffs against the incumbent,
   7. succeeding episodes of the incumbent,
 then one closing line. Sections 1-2 and the instructions must fit (else ValueError naming the
@@ -218,21 +219,20 @@ def _diff(old, new, name):
   return "".join(lines)
 
 
-def _episodes(archive, candidate_id, failing, count, iteration, title):
-  examples = archive.examples(candidate_id)
-  if not examples or count <= 0:
-    return ""
-  scores = [row["score"] for row in examples]
-  picked = [i for i, score in enumerate(scores) if (score < 1.0) == failing]
-  if not picked:
+def _archived_episodes(archive, candidate_id):
+  """[(Trajectory, score)] of an archived candidate, in task order."""
+  by_task = {t.task_id: t for t in archive.trajectories(candidate_id)}
+  return [(by_task[row["task_id"]], row["score"]) for row in archive.examples(candidate_id)
+          if row["task_id"] in by_task]
+
+
+def _episodes(episodes, failing, count, iteration, title):
+  picked = [(t, score) for t, score in episodes if (score < 1.0) == failing]
+  if not picked or count <= 0:
     return ""
   start = (iteration * count) % len(picked)     # show different episodes each iteration
   picked = (picked[start:] + picked[:start])[:count]
-  trajectories = archive.trajectories(candidate_id)
-  by_task = {t.task_id: t for t in trajectories}
-  rendered = [render_episode(by_task[examples[i]["task_id"]], scores[i])
-              for i in picked if examples[i]["task_id"] in by_task]
-  return f"## {title}\n" + "\n\n".join(rendered) if rendered else ""
+  return f"## {title}\n" + "\n\n".join(render_episode(t, score) for t, score in picked)
 
 
 # ---- Fitting ------------------------------------------------------------------------------
@@ -256,8 +256,14 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
                   tokenizer=None, prompt_only=False,
                   allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
                   max_lines=static_checks.DEFAULT_MAX_LINES, num_failing=5, num_succeeding=2,
-                  num_best=3, num_recent=6):
-  """The ProposerContext for one iteration (see the module docstring)."""
+                  num_best=3, num_recent=6, episodes=None):
+  """The ProposerContext for one iteration (see the module docstring).
+
+  Args:
+    archive: the Archive; incumbent_id names the candidate proposals will be applied to.
+    episodes: [(Trajectory, score)] to show instead of the incumbent's archived episodes
+      (e.g. the trajectories of a weight-update block, for a VACE-style proposal).
+  """
   incumbent_record = archive.get(incumbent_id)
   incumbent_source = archive.source(incumbent_id)
   incumbent = program.Harness(incumbent_source, parent=None, origin=incumbent_record.origin)
@@ -270,6 +276,8 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
               f"{incumbent_source.rstrip()}\n```"]
   closing = "Propose one new candidate now, in the reply format."
   candidates = archive.candidates
+  if episodes is None:
+    episodes = _archived_episodes(archive, incumbent_id)
   best_others = sorted((c for c in candidates if c.evaluated and c.id != incumbent_id and
                         c.hash != incumbent.hash),
                        key=lambda c: (-c.success, c.mean_turns, int(c.id[1:])))[:num_best]
@@ -279,11 +287,11 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
   optional = [
       _score_table(candidates, incumbent_id),
       _recent_reports(candidates, num_recent),
-      _episodes(archive, incumbent_id, True, num_failing, iteration,
+      _episodes(episodes, True, num_failing, iteration,
                 "Failing episodes of the current harness"),
       "## Best other candidates, as diffs against the current harness\n" + "\n\n".join(diffs)
       if diffs else "",
-      _episodes(archive, incumbent_id, False, num_succeeding, iteration,
+      _episodes(episodes, False, num_succeeding, iteration,
                 "Succeeding episodes of the current harness"),
   ]
   separator_tokens = count_tokens("\n\n", tokenizer)

@@ -14,10 +14,10 @@ iteration, the top of the Pareto front (success up, mean turns down) accepted.
 Iteration 1 evaluates the incoming harness (always: the weights changed since it was last
 scored; the evaluation cache answers if they did not). Each later iteration builds the
 proposer context from the archive (whale_jax.search.context) around the accepted harness,
-asks the proposer for M candidates, and for each: applies it (whale_jax.harness.patches),
-drops it as a duplicate when its source is already archived, runs the static checks and, in
-prompt-only mode (the FST control), the prompt-only check (whale_jax.search.prompt_only), and
-evaluates what passes with one rollout per instance. Every proposal becomes an archive entry
+asks the proposer for M candidates, and for each: applies and checks it
+(whale_jax.search.candidate_check: patch application, static checks and, in prompt-only mode —
+the FST control — the prompt-only check), drops it as a duplicate when its source is already
+archived, and evaluates what passes with one rollout per instance. Every proposal becomes an archive entry
 with its status and reasons; a malformed proposal never stops the search. After each
 iteration the accepted harness is the evaluated candidate with the highest success, ties to
 fewer mean turns, then to the earlier candidate — the top of the Pareto front over all
@@ -43,14 +43,13 @@ after another (each with its episodes in parallel on the runtime); no separate v
 """
 import dataclasses
 
-from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.search import archive as archive_lib
+from whale_jax.search import candidate_check
 from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import evaluation_cache
-from whale_jax.search import prompt_only as prompt_only_lib
 from whale_jax.search import proposal as proposal_lib
 
 RUN_FILE = "search.json"
@@ -70,6 +69,8 @@ class SearchResult:
     iterations: iterations completed, the incoming evaluation included.
     stop_reason: why the search stopped.
     frontier: ids of the Pareto front (success up, mean turns down).
+    proposer_prompt_tokens, proposer_completion_tokens: what the proposer spent, all sessions
+      (kept apart from rollouts, as WHALE excludes proposer compute from rollout counts).
   """
   accepted: program.Harness
   accepted_id: str
@@ -78,6 +79,8 @@ class SearchResult:
   iterations: int
   stop_reason: str
   frontier: tuple[str, ...]
+  proposer_prompt_tokens: int = 0
+  proposer_completion_tokens: int = 0
 
   @property
   def improved(self):
@@ -140,34 +143,6 @@ def _iteration_path(archive, iteration, name):
 
 def _render_messages(messages):
   return "\n\n".join(f"===== {m['role']} =====\n{m['content']}" for m in messages)
-
-
-def _reason(code, message):
-  return {"code": code, "message": message}
-
-
-def _apply(proposal, parent_source):
-  """(source or None, origin, apply report, [reasons])."""
-  if proposal.error:
-    return None, proposal.kind, "", [_reason("proposer_error", proposal.error)]
-  if proposal.kind == "program":
-    source = patches.extract_program(proposal.text) or proposal.text
-    if source.strip() == parent_source.strip():
-      return None, "program", "", [_reason("no_change", "The proposed program is the current "
-                                           "program.")]
-    return source, "program", "Replaced the whole program.", []
-  result = patches.apply_proposal(parent_source, proposal.text)
-  origin = "program" if result.kind == "program" else "patch"
-  if result.kind == "malformed":
-    return None, origin, result.message, [_reason("malformed", result.message)]
-  if result.kind == "none":
-    return None, origin, result.message, [_reason("no_blocks", result.message)]
-  failed = [report for report in result.reports if report.status != "applied"]
-  if failed:
-    return None, origin, result.message, [_reason(r.status, r.detail) for r in failed]
-  if not result.changed:
-    return None, origin, result.message, [_reason("no_change", result.message)]
-  return result.source, origin, result.message, []
 
 
 def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weights_id=None,
@@ -260,32 +235,25 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
           instruction_version=meta["instruction_version"],
           instruction_hash=meta["instruction_hash"], weights_id=weights_id,
           prompt_tokens=proposal.prompt_tokens, completion_tokens=proposal.completion_tokens)
-      source, candidate.origin, candidate.apply_report, candidate.reasons = _apply(
-          proposal, parent_source)
-      if source is None:
-        record(candidate, raw_output=proposal.raw_output)
-        continue
-      candidate.hash = program.content_hash(source)
+      prepared = candidate_check.prepare_candidate(
+          proposal, parent_source, domain.allowed_imports, max_lines,
+          prompt_only_reference=incoming.source if prompt_only else None)
+      source = prepared.source
+      candidate.origin, candidate.apply_report = prepared.origin, prepared.apply_report
+      candidate.reasons = list(prepared.reasons)
+      candidate.static_check = list(prepared.static_check)
+      candidate.hash = program.content_hash(source) if source is not None else None
       original = archive.find_hash(candidate.hash)
       if original is not None:
         candidate.status = "duplicate"
         candidate.duplicate_of = original.duplicate_of or original.id
-        candidate.reasons = [_reason("duplicate", f"Same program as {candidate.duplicate_of}; "
-                                     "it is not evaluated again.")]
+        candidate.reasons = [candidate_check.reason(
+            "duplicate", f"Same program as {candidate.duplicate_of}; it is not evaluated "
+            "again.")]
+        candidate.static_check = []
+      if not prepared.ok or original is not None:
         record(candidate, source=source, raw_output=proposal.raw_output)
         continue
-      failures = static_checks.check_harness(source, domain.allowed_imports, max_lines)
-      if failures:
-        candidate.static_check = [dataclasses.asdict(f) for f in failures]
-        candidate.reasons = [_reason("static_check", static_checks.describe_failures(failures))]
-        record(candidate, source=source, raw_output=proposal.raw_output)
-        continue
-      if prompt_only:
-        problem = prompt_only_lib.check_prompt_only(incoming.source, source)
-        if problem:
-          candidate.reasons = [_reason("prompt_only", problem)]
-          record(candidate, source=source, raw_output=proposal.raw_output)
-          continue
       harness = program.Harness(source, parent=parent.hash, origin=candidate.origin)
       evaluation = evaluate_cached(harness, instances, keys)
       candidate.status = "evaluated"
@@ -309,7 +277,9 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
       accepted=accepted_harness, accepted_id=accepted.id, archive=archive,
       rollouts=sum(c.rollouts for c in archive.candidates), iterations=iteration - 1,
       stop_reason=stop_reason,
-      frontier=tuple(c.id for c in pareto_front(_up_to(archive, iteration - 1))))
+      frontier=tuple(c.id for c in pareto_front(_up_to(archive, iteration - 1))),
+      proposer_prompt_tokens=sum(c.prompt_tokens for c in archive.candidates),
+      proposer_completion_tokens=sum(c.completion_tokens for c in archive.candidates))
 
 
 def _proposals(archive, iteration, accepted, proposer, domain, count, prompt_only,

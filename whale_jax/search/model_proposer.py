@@ -11,7 +11,8 @@ A client is any object with `chat(messages, **sampling)` returning a str or an o
 .text (and optionally .prompt_tokens and .completion_tokens): the OpenAI-compatible client
 (whale_jax.sampling.openai_client), an in-process chat client, or a scripted fake in tests.
 propose(context, n) makes n calls with context.messages; call i gets seed = base seed +
-1000 * context.iteration + i, so runs are reproducible where the server honours seeds. Each
+1000 * context.iteration + i, so runs are reproducible where the server honours seeds; with
+max_concurrent_calls > 1 the calls run on threads (the in-process engine batches them). Each
 reply is parsed by whale_jax.search.proposal.parse_reply. A call that raises gives a Proposal
 with the error recorded (the search rejects it with reason proposer_error) instead of ending
 the search.
@@ -21,6 +22,8 @@ another checkpoint than the solver's): messages are rendered with the tokenizer'
 template, one request per call. Token counts come from the reply when it has them, else from
 the tokenizer, else the chars/4 estimate of whale_jax.search.context.
 """
+import concurrent.futures
+
 from whale_jax.sampling import api
 from whale_jax.sampling import openai_client
 from whale_jax.search import context as context_lib
@@ -38,42 +41,45 @@ class ModelProposer:
     sampling: keyword arguments for every chat call (e.g. temperature, max_tokens).
     seed: base seed (None: no seed is sent).
     tokenizer: counts tokens when the client does not report them.
+    max_concurrent_calls: chat calls in flight at once (threads); results keep their order.
   """
 
-  def __init__(self, client, name="model", sampling=None, seed=0, tokenizer=None):
+  def __init__(self, client, name="model", sampling=None, seed=0, tokenizer=None,
+               max_concurrent_calls=1):
     if not callable(getattr(client, "chat", None)):
       raise TypeError(f"ModelProposer needs a client with chat(messages, **sampling); got "
                       f"{type(client).__name__}.")
     self.client, self.name = client, name
     self.sampling = dict(sampling or {})
     self.seed, self.tokenizer = seed, tokenizer
+    if not isinstance(max_concurrent_calls, int) or max_concurrent_calls < 1:
+      raise ValueError(f"max_concurrent_calls={max_concurrent_calls!r} must be an int >= 1.")
+    self.max_concurrent_calls = max_concurrent_calls
+
+  def _one(self, context, index):
+    sampling = dict(self.sampling)
+    if self.seed is not None:
+      sampling["seed"] = self.seed + SEED_STRIDE * context.iteration + index
+    try:
+      reply = self.client.chat([dict(message) for message in context.messages], **sampling)
+    except Exception as error:  # pylint: disable=broad-except
+      return proposal_lib.Proposal(kind="patch", text="", proposer=self.name,
+                                   error=f"{type(error).__name__}: {error}")
+    text = reply if isinstance(reply, str) else getattr(reply, "text", None)
+    if not isinstance(text, str):
+      return proposal_lib.Proposal(
+          kind="patch", text="", proposer=self.name,
+          error=f"The client's chat() returned {type(reply).__name__} without a str .text.")
+    prompt_tokens = getattr(reply, "prompt_tokens", 0) or context.num_tokens
+    completion_tokens = (getattr(reply, "completion_tokens", 0) or
+                         context_lib.count_tokens(text, self.tokenizer))
+    return proposal_lib.parse_reply(text, self.name, prompt_tokens, completion_tokens)
 
   def propose(self, context, n):
-    messages = [dict(message) for message in context.messages]
-    proposals = []
-    for index in range(n):
-      sampling = dict(self.sampling)
-      if self.seed is not None:
-        sampling["seed"] = self.seed + SEED_STRIDE * context.iteration + index
-      try:
-        reply = self.client.chat(messages, **sampling)
-      except Exception as error:  # pylint: disable=broad-except
-        proposals.append(proposal_lib.Proposal(
-            kind="patch", text="", proposer=self.name,
-            error=f"{type(error).__name__}: {error}"))
-        continue
-      text = reply if isinstance(reply, str) else getattr(reply, "text", None)
-      if not isinstance(text, str):
-        proposals.append(proposal_lib.Proposal(
-            kind="patch", text="", proposer=self.name,
-            error=f"The client's chat() returned {type(reply).__name__} without a str .text."))
-        continue
-      prompt_tokens = getattr(reply, "prompt_tokens", 0) or context.num_tokens
-      completion_tokens = (getattr(reply, "completion_tokens", 0) or
-                           context_lib.count_tokens(text, self.tokenizer))
-      proposals.append(proposal_lib.parse_reply(text, self.name, prompt_tokens,
-                                                completion_tokens))
-    return proposals
+    if self.max_concurrent_calls == 1 or n == 1:
+      return [self._one(context, index) for index in range(n)]
+    with concurrent.futures.ThreadPoolExecutor(min(n, self.max_concurrent_calls)) as pool:
+      return list(pool.map(lambda index: self._one(context, index), range(n)))
 
 
 def openai_proposer(base_url, model, api_key_env="OPENAI_API_KEY", timeout_seconds=600.0,

@@ -1,0 +1,106 @@
+"""From a proposal to a program that may cost rollouts: apply it, then check it.
+
+  prepared = prepare_candidate(proposal, incumbent.source, domain.allowed_imports,
+                               max_lines=200, prompt_only_reference=None)
+  if prepared.ok:
+    harness = prepared.harness(parent_hash=incumbent.hash)
+  else:
+    prepared.reasons        # [{"code", "message"}], what to tell the proposer
+
+Steps, each of which may refuse the proposal with a reason code:
+  proposer_error   the proposer produced no reply (proposal.error).
+  malformed        a SEARCH/REPLACE block is not closed.
+  no_blocks        neither blocks nor a program that defines run.
+  not_found, ambiguous   a block's SEARCH text matches no place / several places
+                   (whale_jax.harness.patches; all blocks must apply).
+  no_change        the result is the current program.
+  static_check     the result fails whale_jax.harness.static_checks (syntax, run signature,
+                   line limit, imports, forbidden names); static_check lists the failures.
+  prompt_only      prompt-only mode: it changes more than the prompt strings of the reference
+                   (whale_jax.search.prompt_only).
+Used by Meta-Harness search and by recipes that gate single candidates (VACE, Harness
+Learning). Duplicates of archived programs are the archive's business (meta_harness).
+"""
+import dataclasses
+
+from whale_jax.harness import patches
+from whale_jax.harness import program
+from whale_jax.harness import static_checks
+from whale_jax.search import prompt_only
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedCandidate:
+  """A proposal applied and checked.
+
+  Attributes:
+    source: the new program, or None when none could be built.
+    origin: "patch" or "program".
+    apply_report: the per-block report of applying it (for the proposer).
+    reasons: why it is refused ([] when it may be evaluated).
+    static_check: the static-check failures, as dicts.
+  """
+  source: str | None
+  origin: str
+  apply_report: str = ""
+  reasons: tuple = ()
+  static_check: tuple = ()
+
+  @property
+  def ok(self):
+    return self.source is not None and not self.reasons
+
+  def harness(self, parent_hash=None):
+    return program.Harness(self.source, parent=parent_hash, origin=self.origin)
+
+
+def reason(code, message):
+  return {"code": code, "message": message}
+
+
+def _apply(proposal, parent_source):
+  """(source or None, origin, apply report, [reasons])."""
+  if proposal.error:
+    return None, proposal.kind, "", [reason("proposer_error", proposal.error)]
+  if proposal.kind == "program":
+    source = patches.extract_program(proposal.text) or proposal.text
+    if source.strip() == parent_source.strip():
+      return None, "program", "", [reason("no_change", "The proposed program is the current "
+                                          "program.")]
+    return source, "program", "Replaced the whole program.", []
+  result = patches.apply_proposal(parent_source, proposal.text)
+  origin = "program" if result.kind == "program" else "patch"
+  if result.kind == "malformed":
+    return None, origin, result.message, [reason("malformed", result.message)]
+  if result.kind == "none":
+    return None, origin, result.message, [reason("no_blocks", result.message)]
+  failed = [report for report in result.reports if report.status != "applied"]
+  if failed:
+    return None, origin, result.message, [reason(r.status, r.detail) for r in failed]
+  if not result.changed:
+    return None, origin, result.message, [reason("no_change", result.message)]
+  return result.source, origin, result.message, []
+
+
+def prepare_candidate(proposal, parent_source,
+                      allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
+                      max_lines=static_checks.DEFAULT_MAX_LINES, prompt_only_reference=None):
+  """Applies a Proposal to parent_source and checks the result (see the module docstring).
+
+  Args:
+    prompt_only_reference: in prompt-only mode, the source whose code must be kept (the
+      incoming harness); None allows any change.
+  """
+  source, origin, report, reasons = _apply(proposal, parent_source)
+  if source is None:
+    return PreparedCandidate(None, origin, report, tuple(reasons))
+  failures = static_checks.check_harness(source, allowed_imports, max_lines)
+  if failures:
+    return PreparedCandidate(source, origin, report, (
+        reason("static_check", static_checks.describe_failures(failures)),),
+        tuple(dataclasses.asdict(f) for f in failures))
+  if prompt_only_reference is not None:
+    problem = prompt_only.check_prompt_only(prompt_only_reference, source)
+    if problem:
+      return PreparedCandidate(source, origin, report, (reason("prompt_only", problem),))
+  return PreparedCandidate(source, origin, report)
