@@ -10,9 +10,10 @@ Free slots are refilled between decode calls (continuous batching), so a long ge
 holds short ones hostage; the slot batch shrinks again when few samples remain.
 
 Shape buckets keep compilations few: slots in powers of two (at least min_slots), cache and
-prompt lengths in the sequence 16, 24, 32, 48, 64, 96, ... (each step at most 1.5x), prefill
-batches in powers of two. The cache grows with the samples (enough for the next decode call,
-never past a sample's prompt + max_tokens), so attention reads little more than is filled.
+prompt lengths in the sequence 32, 48, 64, 96, 128, ... (each step at most 1.5x), prefill
+and insert batches in powers of four. The cache grows with the samples (enough for the next
+decode call, never past a sample's prompt + max_tokens), so attention reads little more than
+is filled.
 
 Determinism: sample i of a request draws from (seed, request_key, i) and its step index only
 (categorical.py). Its slot, the batch and the buckets change floating-point sums at most, never
@@ -25,6 +26,7 @@ import dataclasses
 import functools
 import threading
 import time
+import types
 
 from absl import logging
 import jax
@@ -38,11 +40,11 @@ from whale_jax.sampling import categorical
 from whale_jax.sampling import decode
 from whale_jax.sampling import stops
 
-MIN_LENGTH_BUCKET = 16
+MIN_LENGTH_BUCKET = 32
 
 
 def length_bucket(length):
-  """Smallest of 16, 24, 32, 48, 64, 96, ... (powers of two and 1.5x them) >= length."""
+  """Smallest of 32, 48, 64, 96, 128, ... (powers of two and 1.5x them) >= length."""
   size = MIN_LENGTH_BUCKET
   while size < length:
     size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
@@ -50,7 +52,17 @@ def length_bucket(length):
 
 
 def power_of_two_bucket(count, minimum=1):
+  """Smallest power of two >= count and >= minimum (a power of two)."""
   return max(minimum, 1 << max(0, int(count) - 1).bit_length())
+
+
+def power_of_four_bucket(count, minimum=1):
+  """Smallest power of four >= count, times minimum (a power of two); for prefill and insert
+  batches, whose sizes vary with arrivals, so that they compile for few shapes."""
+  size = minimum
+  while size < count:
+    size *= 4
+  return size
 
 
 @dataclasses.dataclass
@@ -81,6 +93,56 @@ class _Sample:
   @property
   def final_cache_length(self):
     return len(self.request.prompt) - 1 + self.request.params.max_tokens
+
+
+_CALLER = threading.local()  # .compilations: the Counter of the engine calling a jitted function
+
+
+def _counted(name, function):
+  """function, counting each trace (= compilation for a new shape) for the calling engine."""
+  @functools.wraps(function)
+  def traced(*args, **kwargs):
+    compilations = getattr(_CALLER, "compilations", None)
+    if compilations is not None:
+      compilations[name] += 1
+    return function(*args, **kwargs)
+  return traced
+
+
+@functools.lru_cache(maxsize=16)
+def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rules_items):
+  """The engine's jitted functions, shared by engines with the same settings (one compile)."""
+  slot_shardings = None
+  if mesh is not None:
+    slot_shardings = rules_lib.shardings(decode.slots_logical_axes(config, unrolled), mesh,
+                                         dict(rules_items))
+
+  def prefill_call(params, tokens, lengths):
+    return decode.prefill(params, config, tokens, lengths)
+
+  def decode_call(params, layers, slots, cancel, num_steps, stop_early):
+    return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
+                         steps_per_call)
+
+  return types.SimpleNamespace(
+      init=jax.jit(_counted("init_slots", functools.partial(
+          decode.init_slots, config, num_stop_ids=num_stop_ids, unrolled=unrolled)),
+                   static_argnums=(0, 1), out_shardings=slot_shardings),
+      prefill=jax.jit(_counted("prefill", prefill_call)),
+      insert=jax.jit(_counted("insert", functools.partial(decode.insert, unrolled=unrolled)),
+                     donate_argnums=0, out_shardings=slot_shardings),
+      decode=jax.jit(_counted("decode", decode_call), donate_argnums=2,
+                     out_shardings=(slot_shardings, None, None)),
+      relayout=jax.jit(_counted("relayout", functools.partial(decode.relayout,
+                                                              unrolled=unrolled)),
+                       static_argnums=2, out_shardings=slot_shardings),
+      split_layers=jax.jit(_counted("split_layers", functools.partial(
+          decode_step.split_layers, config=config))))
+
+
+def _on_device(params):
+  """params with host (numpy) leaves moved to the default device once; jax arrays as they are."""
+  return jax.tree.map(lambda x: x if isinstance(x, jax.Array) else jnp.asarray(x), params)
 
 
 class Engine:
@@ -131,6 +193,7 @@ class Engine:
     self.num_stop_ids = num_stop_ids
     self.eos_ids = tuple(dict.fromkeys(
         tuple(config.eos_token_ids) + tuple(getattr(tokenizer, "eos_ids", ()) or ())))
+    params = _on_device(params)
     platform = jax.tree.leaves(params)[0].devices().pop().platform
     if unrolled is None:
       unrolled = platform == "cpu" and decode_step.supports(config)
@@ -151,49 +214,22 @@ class Engine:
     self._compilations = collections.Counter()
     self._metrics = collections.Counter()
     self._max_queue_wait_seconds = 0.0
-    self._build_functions()
-
-  # ---- jitted functions -------------------------------------------------------------------
-
-  def _counted(self, name, function):
-    @functools.wraps(function)
-    def traced(*args, **kwargs):
-      self._compilations[name] += 1  # runs once per trace, i.e. per new shape signature
-      return function(*args, **kwargs)
-    return traced
-
-  def _build_functions(self):
-    config, unrolled = self.config, self.unrolled
-    slot_shardings = None
-    if self.mesh is not None:
-      slot_shardings = rules_lib.shardings(decode.slots_logical_axes(config, unrolled),
-                                           self.mesh, self.rules)
-    self._init = jax.jit(
-        self._counted("init_slots", functools.partial(
-            decode.init_slots, config, num_stop_ids=self.num_stop_ids, unrolled=unrolled)),
-        static_argnums=(0, 1), out_shardings=slot_shardings)
-    self._prefill = jax.jit(self._counted(
-        "prefill", lambda params, tokens, lengths: decode.prefill(params, config, tokens,
-                                                                  lengths)))
-    self._insert = jax.jit(
-        self._counted("insert", functools.partial(decode.insert, unrolled=unrolled)),
-        donate_argnums=0, out_shardings=slot_shardings)
-    self._decode = jax.jit(
-        self._counted("decode", lambda params, layers, slots, cancel, num_steps, stop_early:
-                      decode.decode(params, layers, config, slots, cancel, num_steps,
-                                    stop_early, self.steps_per_call)),
-        donate_argnums=2, out_shardings=(slot_shardings, None, None))
-    self._relayout = jax.jit(
-        self._counted("relayout", functools.partial(decode.relayout, unrolled=unrolled)),
-        static_argnums=2, out_shardings=slot_shardings)
-    self._split_layers = jax.jit(self._counted(
-        "split_layers", lambda params: decode_step.split_layers(params, config)))
+    # Special token ids do not change the compiled functions: engines that differ only in
+    # them share compilations.
+    compiled_config = config.replace(eos_token_ids=(), bos_token_id=None, pad_token_id=None)
+    self._functions = _jitted_functions(compiled_config, unrolled, steps_per_call,
+                                        num_stop_ids, mesh, tuple(sorted(self.rules.items())))
 
   def _call(self, function, *args):
-    if self.mesh is None:
-      return function(*args)
-    with rules_lib.activate(self.mesh, self.rules):
-      return function(*args)
+    """Calls a jitted function, counting its compilations (traces) for this engine."""
+    _CALLER.compilations = self._compilations
+    try:
+      if self.mesh is None:
+        return function(*args)
+      with rules_lib.activate(self.mesh, self.rules):
+        return function(*args)
+    finally:
+      _CALLER.compilations = None
 
   # ---- public API ------------------------------------------------------------------------
 
@@ -208,6 +244,7 @@ class Engine:
     no renaming), so when trainer and sampler share a mesh, a train step's output can be
     passed straight in.
     """
+    params = _on_device(params)
     old = jax.tree.map(lambda x: (x.shape, x.dtype), self._params)
     new = jax.tree.map(lambda x: (x.shape, x.dtype), params)
     if jax.tree.structure(old) != jax.tree.structure(new) or old != new:
@@ -396,7 +433,7 @@ class Engine:
     if admitted:
       self._admit(params, admitted)
     if self.unrolled and (self._layers is None or self._layers[0] is not params):
-      self._layers = (params, self._call(self._split_layers, params))  # once per params
+      self._layers = (params, self._call(self._functions.split_layers, params))  # per params
     batch_size = len(self._slot_samples)
     cancel = np.zeros((batch_size,), bool)
     cancel[sorted(self._to_cancel)] = True
@@ -404,7 +441,8 @@ class Engine:
     with self._lock:
       waiting = bool(self._queue)
     self._slots, tokens, logprobs = self._call(
-        self._decode, params, self._layers[1] if self.unrolled else None, self._slots,
+        self._functions.decode, params, self._layers[1] if self.unrolled else None,
+        self._slots,
         jnp.asarray(cancel), jnp.int32(self.steps_per_call), jnp.bool_(waiting))
     tokens, logprobs = jax.device_get((tokens, logprobs))
     return self._collect(tokens, logprobs)
@@ -421,7 +459,7 @@ class Engine:
         min(s.final_cache_length, s.cache_length + self.steps_per_call)
         for s in active + new_samples))
     if self._slots is None:
-      self._slots = self._call(self._init, wanted_batch, wanted_length)
+      self._slots = self._call(self._functions.init, wanted_batch, wanted_length)
       self._slot_samples = [None] * wanted_batch
       return
     old_batch, old_length = len(self._slot_samples), self._current_cache_length()
@@ -437,8 +475,8 @@ class Engine:
     else:  # keep every slot where it is
       rows = list(range(old_batch))
     rows += [old_batch] * (batch_size - len(rows))  # out of range: a free slot
-    self._slots = self._call(self._relayout, self._slots, jnp.asarray(rows, jnp.int32),
-                             cache_length)
+    self._slots = self._call(self._functions.relayout, self._slots,
+                             jnp.asarray(rows, jnp.int32), cache_length)
     samples = [None] * batch_size
     for new_slot, old_slot in enumerate(rows):
       if old_slot < old_batch and self._slot_samples[old_slot] is not None:
@@ -461,7 +499,7 @@ class Engine:
       group = [order.pop(0)]
       while order:
         candidate = group + [order[0]]
-        tokens = (power_of_two_bucket(len(candidate), self._min_prefill_rows) *
+        tokens = (power_of_four_bucket(len(candidate), self._min_prefill_rows) *
                   length_bucket(max(len(r.prompt) - 1 for r in candidate)))
         if tokens > self.max_prefill_tokens:
           break
@@ -469,16 +507,17 @@ class Engine:
       self._prefill_group(params, group, free, rng_of)
 
   def _prefill_group(self, params, group, free, rng_of):
-    num_prompts = power_of_two_bucket(len(group), self._min_prefill_rows)
+    num_prompts = power_of_four_bucket(len(group), self._min_prefill_rows)
     length = length_bucket(max(len(r.prompt) - 1 for r in group))
     tokens = np.zeros((num_prompts, length), np.int32)
     lengths = np.zeros((num_prompts,), np.int32)
     for row, request in enumerate(group):
       tokens[row, :len(request.prompt) - 1] = request.prompt[:-1]
       lengths[row] = len(request.prompt) - 1
-    prefilled = self._call(self._prefill, params, jnp.asarray(tokens), jnp.asarray(lengths))
+    prefilled = self._call(self._functions.prefill, params, jnp.asarray(tokens),
+                           jnp.asarray(lengths))
     samples = [(row, s) for row, r in enumerate(group) for s in r.samples]
-    count = power_of_two_bucket(len(samples))
+    count = power_of_four_bucket(len(samples))
     batch_size = len(self._slot_samples)
     new = {"slot": np.full((count,), batch_size, np.int32),
            "row": np.zeros((count,), np.int32), "token": np.zeros((count,), np.int32),
@@ -499,7 +538,7 @@ class Engine:
       new["top_k"][m] = request.params.top_k
       new["top_p"][m] = request.params.top_p
       new["stop_ids"][m, :len(request.stop_ids)] = request.stop_ids
-    self._slots = self._call(self._insert, self._slots, prefilled,
+    self._slots = self._call(self._functions.insert, self._slots, prefilled,
                              {name: jnp.asarray(value) for name, value in new.items()})
     with self._lock:
       self._metrics["prefill_tokens"] += int(lengths.sum())
