@@ -10,7 +10,8 @@
 
 Modules: proposal (Proposal, the reply format), edit_library (the offline proposer),
 model_proposer (in-process and OpenAI-compatible proposers), context (what a proposer sees,
-within a token budget), archive (the candidate directory), evaluation (evaluate functions,
-sample keys), evaluation_cache, prompt_only (the FST check), meta_harness (the search), gate
-(decision rules), validation_gate (common-random-number evaluation + decision + log).
+within a token budget), candidate_check (apply a proposal and check the result), archive (the
+candidate directory), evaluation (evaluate functions, sample keys), evaluation_cache,
+prompt_only (the FST check), meta_harness (the search), gate (decision rules),
+validation_gate (common-random-number evaluation + decision + log).
 """
