@@ -14,10 +14,12 @@ proposed. Catalogue per domain family:
 
   qa (searchqa, synthetic_qa)  turn_budget, retrieval_topk, passage_length, query_rewrite
                                (question as the query, question appended to the query),
-                               retrieve_first, format_reminder (system and user prompt),
-                               verify_then_retry
-  math                         turn_budget, format_reminder, interpreter_feedback, nudge,
-                               voting
+                               retrieve_first (search with the question before turn 1),
+                               format_reminder (system prompt), user_prompt (search advice),
+                               verify_then_retry (ask again when no <answer> was given)
+  math                         turn_budget, format_reminder, interpreter_feedback (empty
+                               output, error, answer reminder), nudge, voting (majority of
+                               boxed answers), verify_then_retry
   chess                        board_presentation (no ASCII board, no FEN, compact legal
                                moves), format_retry_budget, illegal_move_retry_budget,
                                format_reminder
