@@ -5,7 +5,6 @@ import json
 import threading
 import time
 
-import pytest
 
 from tests.search import fakes
 from whale_jax import tasks
