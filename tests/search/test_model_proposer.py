@@ -5,7 +5,6 @@ import json
 import threading
 import time
 
-
 from tests.search import fakes
 from whale_jax import tasks
 from whale_jax.harness import Harness
