@@ -1,12 +1,11 @@
 """Where generations end: stop strings, stop tokens, end-of-sequence, max_tokens."""
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
+from tests.sampling import reference as greedy_reference
 from tests.train import random_params
 from whale_jax.models import ModelConfig
-from whale_jax.models import decoder
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
 from whale_jax.sampling import stops
@@ -62,13 +61,7 @@ def test_no_stop_string_returns_none():
 @pytest.fixture(scope="module")
 def model():
   params = jax.tree.map(jnp.asarray, random_params.numpy_params(CONFIG, seed=3))
-  forward = jax.jit(lambda params, tokens: decoder.forward(params, CONFIG, tokens))
-  sequence = list(PROMPT)
-  for _ in range(REFERENCE_LENGTH):  # greedy with the full forward pass, padded to one shape
-    tokens = np.zeros((1, 64), np.int32)
-    tokens[0, :len(sequence)] = sequence
-    sequence.append(int(np.argmax(forward(params, tokens)[0, len(sequence) - 1])))
-  reference = sequence[len(PROMPT):]
+  reference = greedy_reference.greedy(params, CONFIG, PROMPT, REFERENCE_LENGTH)
   with Sampler(CONFIG, params, tokenizer=TOKENIZER, max_slots=4, steps_per_call=8) as sampler:
     yield sampler, reference
 

@@ -142,6 +142,8 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
 
 def _on_device(params):
   """params with host (numpy) leaves moved to the default device once; jax arrays as they are."""
+  if all(isinstance(x, jax.Array) for x in jax.tree.leaves(params)):
+    return params  # the caller's tree itself
   return jax.tree.map(lambda x: x if isinstance(x, jax.Array) else jnp.asarray(x), params)
 
 
@@ -266,7 +268,7 @@ class Engine:
     return self.submit_many([(prompt_ids, params, request_key)])[0]
 
   def submit_many(self, requests):
-    """Queues (prompt_ids, params, request_key) triples at once; returns their Futures."""
+    """Queues (prompt_ids[, params[, request_key]]) tuples at once; returns their Futures."""
     built = [self._validate(*request) for request in requests]
     with self._lock:
       if self._closed:
@@ -334,7 +336,7 @@ class Engine:
 
   # ---- validation ------------------------------------------------------------------------
 
-  def _validate(self, prompt_ids, params, request_key):
+  def _validate(self, prompt_ids, params=None, request_key=0):
     params = api.SamplingParams() if params is None else params
     if not isinstance(params, api.SamplingParams):
       raise TypeError(f"params must be a whale_jax.sampling.SamplingParams; got "

@@ -1,0 +1,139 @@
+"""The engine: continuous batching, shared prefill, compilation counts, weight updates, errors."""
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from tests.sampling import reference
+from tests.train import random_params
+from whale_jax.models import ModelConfig
+from whale_jax.sampling import Sampler
+from whale_jax.sampling import SamplingParams
+
+CONFIG = ModelConfig(vocab_size=97, num_layers=2, embed_dim=32, mlp_dim=48, num_heads=4,
+                     num_kv_heads=2, head_dim=8, max_position_embeddings=256)
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def params():
+  return jax.tree.map(jnp.asarray, random_params.numpy_params(CONFIG, seed=1))
+
+
+@pytest.fixture(scope="module")
+def sampler(params):
+  with Sampler(CONFIG, params, max_slots=8, steps_per_call=8) as sampler:
+    yield sampler
+
+
+def test_short_requests_pass_a_long_one_through_freed_slots(params):
+  finished = {}
+  with Sampler(CONFIG, params, max_slots=2, steps_per_call=8) as sampler:
+    long = sampler.submit([5, 6], GREEDY.replace(max_tokens=60))
+    time.sleep(0.05)
+    shorts = [sampler.submit([7 + i], GREEDY.replace(max_tokens=4), request_key=i)
+              for i in range(4)]
+    for name, future in [("long", long)] + [(f"short{i}", f) for i, f in enumerate(shorts)]:
+      future.add_done_callback(lambda _, name=name: finished.setdefault(name, time.monotonic()))
+    long.result()
+    for future in shorts:
+      future.result()
+    metrics = sampler.metrics()
+  # Two slots: the long request holds one while the four short ones take turns in the other.
+  assert all(finished[f"short{i}"] < finished["long"] for i in range(4)), finished
+  assert metrics["completed_requests"] == 5
+  assert metrics["generated_tokens"] == 60 + 4 * 4
+  assert 0.5 < metrics["slot_occupancy"] <= 1.0
+
+
+def test_batch_shrinks_when_few_samples_remain_and_results_hold(params, sampler):
+  long_request = ([11, 12, 13], GREEDY.replace(max_tokens=40))
+  expected = reference.greedy(params, CONFIG, long_request[0], 40)
+  before = sampler.metrics()["compilations_by_function"].get("relayout", 0)
+  futures = sampler.engine.submit_many([long_request] + [([20 + i], GREEDY.replace(max_tokens=3),
+                                                          i) for i in range(7)])
+  assert futures[0].result()[0].token_ids == expected
+  assert sampler.metrics()["compilations_by_function"].get("relayout", 0) > before
+
+
+def test_n_samples_share_one_prefill(sampler):
+  before = sampler.metrics()["prefill_tokens"]
+  outs = sampler.generate([list(range(10, 20))], SamplingParams(max_tokens=6, n=4, seed=2))
+  assert sampler.metrics()["prefill_tokens"] - before == 9  # the prompt but its last token, once
+  assert len(outs) == 4 and len({tuple(out.token_ids) for out in outs}) > 1
+
+
+def test_same_shapes_compile_once(sampler):
+  prompts = [[1, 2, 3], [4, 5, 6, 7, 8]]
+  sampler.generate(prompts, GREEDY)
+  compiled = sampler.metrics()["compilations"]
+  sampler.generate(prompts, GREEDY.replace(temperature=0.9, top_p=0.8, seed=4))
+  sampler.generate([[9, 9, 9, 9], [1, 2]], GREEDY)  # other lengths in the same buckets
+  assert sampler.metrics()["compilations"] == compiled
+
+
+def test_update_params_switches_weights_without_copying(params, sampler):
+  prompt = [3, 1, 4, 1, 5]
+  assert sampler.generate([prompt], GREEDY)[0].token_ids == reference.greedy(
+      params, CONFIG, prompt, 12)
+  other = jax.tree.map(jnp.asarray, random_params.numpy_params(CONFIG, seed=2))
+  sampler.update_params(other)
+  try:
+    assert sampler.params is other
+    assert sampler.generate([prompt], GREEDY)[0].token_ids == reference.greedy(
+        other, CONFIG, prompt, 12)
+  finally:
+    sampler.update_params(params)
+  with pytest.raises(ValueError, match="differ in tree, shapes or dtypes"):
+    sampler.update_params({**params, "embedding": params["embedding"][:, :16]})
+
+
+def test_metrics_report_rates_waits_and_compilations(sampler):
+  sampler.generate([[1, 2, 3]] * 3, GREEDY)
+  metrics = sampler.metrics()
+  assert metrics["tokens_per_second"] > 0
+  assert 0 <= metrics["mean_queue_wait_seconds"] <= metrics["max_queue_wait_seconds"]
+  assert metrics["compilations"] == sum(metrics["compilations_by_function"].values()) > 0
+  assert metrics["queued_requests"] == 0
+
+
+def test_concurrent_submits_all_resolve(sampler):
+  results = [None] * 12
+
+  def worker(i):
+    results[i] = sampler.submit([i + 1, i + 2], GREEDY.replace(max_tokens=3 + i % 4),
+                                request_key=i).result()
+
+  threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  assert [len(r[0].token_ids) for r in results] == [3 + i % 4 for i in range(12)]
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda s: s.submit([]), ValueError, "prompt_ids is empty"),
+    (lambda s: s.submit([5, 97]), ValueError, r"\[97\], outside the vocabulary \[0, 97\)"),
+    (lambda s: s.engine.submit("hi"), TypeError, "takes token ids"),
+    (lambda s: s.submit([1] * 200, SamplingParams(max_tokens=100)), ValueError,
+     "exceeds max_cache_length=256"),
+    (lambda s: s.submit([1], SamplingParams(n=9)), ValueError, "n=9 exceeds max_slots=8"),
+    (lambda s: s.submit([1], {"max_tokens": 3}), TypeError, "SamplingParams"),
+    (lambda s: s.submit([1], SamplingParams(stop=("x",))), ValueError, "needs a tokenizer"),
+    (lambda s: s.submit([1], SamplingParams(seed=-1)), ValueError, "seed=-1"),
+    (lambda s: s.generate([[1], [2]], request_keys=[0]), ValueError, "one per prompt"),
+    (lambda s: s.generate(["text"]), TypeError, "needs a tokenizer"),
+])
+def test_bad_requests_raise_naming_what_to_change(sampler, call, error, message):
+  with pytest.raises(error, match=message):
+    call(sampler)
+
+
+def test_closed_engine_refuses_new_work(params):
+  sampler = Sampler(CONFIG, params, max_slots=2)
+  sampler.close()
+  with pytest.raises(RuntimeError, match="closed"):
+    sampler.submit([1])
