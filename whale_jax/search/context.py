@@ -181,8 +181,13 @@ def render_episode(trajectory, score, max_chars=MAX_EPISODE_CHARS):
   return _elide("\n".join(lines), max_chars)
 
 
+def _scored(candidate):
+  """Evaluated with a score (single-proposal archives hold runnable, unscored candidates)."""
+  return candidate.evaluated and candidate.success is not None
+
+
 def _score_table(candidates, incumbent_id):
-  evaluated = sorted((c for c in candidates if c.evaluated),
+  evaluated = sorted((c for c in candidates if _scored(c)),
                      key=lambda c: (-c.success, c.mean_turns, int(c.id[1:])))
   rows = ["id | parent | success | mean turns | mechanism | hypothesis"]
   for c in evaluated[:MAX_SCORE_ROWS]:
@@ -270,7 +275,8 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
   names = prompt_only_lib.prompt_names(incumbent_source) if prompt_only else None
   system = instructions(allowed_imports, max_lines, names)
   scores = (f"success {incumbent_record.success:.3f}, mean turns "
-            f"{incumbent_record.mean_turns:.2f}" if incumbent_record.evaluated else "not scored")
+            f"{incumbent_record.mean_turns:.2f}" if incumbent_record.success is not None
+            else "not scored")
   required = [f"## Task\n{description.strip()}",
               f"## Current harness ({incumbent_id}: {scores})\n```python\n"
               f"{incumbent_source.rstrip()}\n```"]
@@ -278,7 +284,7 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
   candidates = archive.candidates
   if episodes is None:
     episodes = _archived_episodes(archive, incumbent_id)
-  best_others = sorted((c for c in candidates if c.evaluated and c.id != incumbent_id and
+  best_others = sorted((c for c in candidates if _scored(c) and c.id != incumbent_id and
                         c.hash != incumbent.hash),
                        key=lambda c: (-c.success, c.mean_turns, int(c.id[1:])))[:num_best]
   diffs = [f"### {c.id}: success {c.success:.3f}, mean turns {c.mean_turns:.2f}\n```diff\n"
