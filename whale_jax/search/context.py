@@ -206,7 +206,7 @@ def _recent_reports(candidates, count):
   parts = ["## Recent proposals and what happened to them"]
   for c in recent:
     line = f"- {c.id} (iteration {c.iteration}, {c.mechanism or c.origin}): {c.status}"
-    if c.evaluated:
+    if _scored(c):
       line += f", success {c.success:.3f}, mean turns {c.mean_turns:.2f}"
     if c.duplicate_of:
       line += f" (same program as {c.duplicate_of})"
