@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from whale_jax.models import decode_step
+from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules as rules_lib
 from whale_jax.sampling import api
 from whale_jax.sampling import categorical
@@ -183,9 +184,8 @@ class Engine:
     self.rules = rules if rules is not None else rules_lib.SAMPLE_RULES
     batch_shards = 1
     if mesh is not None:
-      batch_axes = rules_lib.spec(("batch",), self.rules)[0] or ()
-      for axis in (batch_axes,) if isinstance(batch_axes, str) else batch_axes:
-        batch_shards *= mesh.shape[axis]
+      mesh_lib.validate_model(config, mesh, self.rules)
+      batch_shards = mesh_lib.axis_size(mesh, "batch", self.rules)
     self.min_slots = power_of_two_bucket(max(min_slots, 2, batch_shards))
     self._min_prefill_rows = power_of_two_bucket(batch_shards)
     self.max_slots = power_of_two_bucket(max(max_slots, self.min_slots))
