@@ -196,7 +196,8 @@ class Engine:
     self.eos_ids = tuple(dict.fromkeys(
         tuple(config.eos_token_ids) + tuple(getattr(tokenizer, "eos_ids", ()) or ())))
     params = _on_device(params)
-    platform = jax.tree.leaves(params)[0].devices().pop().platform
+    # next(iter(...)): devices() is the sharding's cached set, which pop() would empty.
+    platform = next(iter(jax.tree.leaves(params)[0].devices())).platform
     if unrolled is None:
       unrolled = platform == "cpu" and decode_step.supports(config)
     if unrolled and not decode_step.supports(config):
