@@ -35,6 +35,21 @@ def write_json_atomically(path, value):
     raise
 
 
+def write_text_atomically(path, text):
+  """Writes text to path through a temporary file and a rename."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+  try:
+    with os.fdopen(handle, "w") as f:
+      f.write(text)
+    os.replace(temporary, path)
+  except BaseException:
+    if os.path.exists(temporary):
+      os.remove(temporary)
+    raise
+
+
 @dataclasses.dataclass
 class RolloutCounts:
   """Rollouts (agent episodes) and generated tokens, per phase."""

@@ -1,0 +1,40 @@
+"""Shared pieces of experiment configs: plain functions returning dicts."""
+
+
+def tiny_model(vocab_size=267):
+  """A random 2-layer Qwen3-style model for smoke runs on CPU (byte tokenizer vocabulary)."""
+  return dict(source="random", seed=0, vocab_size=vocab_size, num_layers=2, embed_dim=64,
+              mlp_dim=128, num_heads=4, num_kv_heads=2, head_dim=16, rope_theta=10_000.0,
+              max_position_embeddings=4096)
+
+
+OFFLINE_DOMAINS = {"searchqa": "synthetic_qa"}  # math and chess have offline data built in
+
+
+def tiny_domain(name="synthetic_qa", **options):
+  """The offline version of a domain with a few instances per split."""
+  sizes = {"weight": 16, "harness": 4, "validation": 4, "test": 4}
+  return dict(name=OFFLINE_DOMAINS.get(name, name), seed=0, split_sizes=sizes, **options)
+
+
+def smoke(config):
+  """Shrinks any config to a CPU smoke run of about a minute: tiny model, few rollouts."""
+  config.model = tiny_model()
+  config.tokenizer = "byte"
+  config.domain = tiny_domain(config.domain.get("name", "synthetic_qa"))
+  config.sampling = dict(max_tokens=24, temperature=1.0, top_k=20)
+  config.eval_sampling = dict()
+  config.training.update(row_length=1024, samples_per_step=16,
+                         sampler=dict(max_slots=16, steps_per_call=16, max_cache_length=1024))
+  config.training.optimizer = dict(learning_rate=1e-3, warmup_steps=0)
+  config.loop.update(prompt_batch=4, num_samples=2, search_iterations=2,
+                     candidates_per_iteration=2, eval_num_samples=1, eval_interval_rollouts=0,
+                     score_threshold=-1.0)
+  config.runtime = dict(num_workers=2, timeout_seconds=30.0)
+  config.mesh = dict(data=1)
+  return config
+
+
+def paper_sampling(max_tokens=8192):
+  """WHALE's rollout sampling (SPEC 1.5): temperature 1, top-p 1, top-k 20."""
+  return dict(max_tokens=max_tokens, temperature=1.0, top_p=1.0, top_k=20)

@@ -1,0 +1,219 @@
+"""From an experiment config to a running recipe: model, tokenizer, domain, policy, runtime.
+
+  summary = experiment.run(config, workdir)     # what `python -m whale_jax.main` calls
+
+Config sections (see configs/*.py for complete examples):
+  recipe       one of RECIPES, or "compare" with config.methods = (recipe, ...) run one after
+               another from the same start in workdir/<recipe>/, then tabled and plotted.
+  model        source "random" (ModelConfig fields + seed), "hf" (path, dtype) or
+               "embedded" (the solver shipped in whale_jax/assets/demo_solver).
+  tokenizer    "byte", a tokenizer path, or "" for the model directory's own.
+  domain       name + the domain builder's keyword arguments (whale_jax.tasks.get_domain).
+  sampling     SamplingParams of training rollouts and harness evaluations.
+  eval_sampling  overrides of sampling for test mean@k.
+  training     algorithms.policy.PolicyConfig fields.
+  loop         algorithms.loop.LoopConfig fields.
+  whale, baseline, vace, harness_learning   the recipe's own options.
+  search       proposer ("edit_library", "in_process", "openai") and its options.
+  runtime      HarnessRuntime options (num_workers, timeout_seconds, memory_bytes, ...).
+  mesh         {data, fsdp, tensor}.
+"""
+import dataclasses
+import json
+import os
+
+from absl import logging
+import jax
+
+from whale_jax import tasks
+from whale_jax.algorithms import baselines
+from whale_jax.algorithms import loop
+from whale_jax.algorithms import policy as policy_lib
+from whale_jax.sampling import Sampler
+from whale_jax.algorithms import run_log
+from whale_jax.algorithms import vace
+from whale_jax.algorithms import whale
+from whale_jax.harness import HarnessRuntime
+from whale_jax.models import ModelConfig
+from whale_jax.models import decoder
+from whale_jax.models import hf
+from whale_jax.parallel import distributed
+from whale_jax.parallel import mesh as mesh_lib
+from whale_jax.parallel import rules
+from whale_jax.sampling import SamplingParams
+from whale_jax.search import edit_library
+from whale_jax.search import model_proposer
+from whale_jax.tokenization import load_tokenizer
+from whale_jax.train import checkpoint as checkpoint_lib
+from whale_jax.train import train_state
+
+EMBEDDED_SOLVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets",
+                               "demo_solver")
+RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "weight_only", "harness_only",
+           "stagewise", "sia", "harness_learning")
+
+
+def _section(config, name):
+  value = config.get(name) if hasattr(config, "get") else None
+  if value is None:
+    return {}
+  return value.to_dict() if hasattr(value, "to_dict") else dict(value)
+
+
+def load_model(model_section, mesh):
+  """(ModelConfig, params, model directory or None) from config.model."""
+  section = dict(model_section)
+  source = section.pop("source", "random")
+  if source == "random":
+    seed = section.pop("seed", 0)
+    model_config = ModelConfig(**section)
+    params = decoder.init_params(model_config, jax.random.key(seed))
+    return model_config, params, None
+  if source in ("hf", "embedded"):
+    path = EMBEDDED_SOLVER if source == "embedded" else section.pop("path")
+    if source == "embedded":
+      section.pop("path", None)
+    dtype = section.pop("dtype", "float32")
+    model_config, params = hf.load_hf(path, dtype=dtype, mesh=mesh, **section)
+    return model_config, params, path
+  raise ValueError(f"config.model.source={source!r}; use 'random', 'hf' or 'embedded'.")
+
+
+def load_run_tokenizer(name, model_dir):
+  if name:
+    return load_tokenizer(EMBEDDED_SOLVER if name == "embedded" else name)
+  if model_dir is None:
+    raise ValueError("config.tokenizer is empty and config.model has no directory to take a "
+                     "tokenizer from; set config.tokenizer (e.g. 'byte').")
+  return load_tokenizer(model_dir)
+
+
+def build_proposer(search_section, policy, tokenizer, mesh):
+  section = dict(search_section)
+  kind = section.pop("proposer", "edit_library")
+  seed = section.pop("seed", 0)
+  if kind == "edit_library":
+    return edit_library.EditLibraryProposer(seed=seed)
+  sampling = SamplingParams(**section.pop("sampling", {"max_tokens": 1024}))
+  if kind == "in_process":
+    backend, proposer_tokenizer = policy.sampler, tokenizer
+    if section.get("model_path"):  # a proposer checkpoint different from the solver
+      model_config, params = hf.load_hf(section["model_path"], mesh=mesh)
+      proposer_tokenizer = load_tokenizer(section.get("tokenizer") or section["model_path"])
+      backend = Sampler(model_config, params, tokenizer=proposer_tokenizer, mesh=mesh)
+    return model_proposer.in_process_proposer(backend, proposer_tokenizer, sampling, seed=seed)
+  if kind == "openai":
+    return model_proposer.openai_proposer(section["base_url"], section["model"],
+                                          api_key_env=section.get("api_key_env",
+                                                                  "OPENAI_API_KEY"),
+                                          sampling=sampling, seed=seed)
+  raise ValueError(f"config.search.proposer={kind!r}; use 'edit_library', 'in_process' or "
+                   "'openai'.")
+
+
+def build_run(config, workdir, show_progress=True):
+  """Builds (or, when workdir holds a checkpoint, restores) the Run of config."""
+  mesh_section = _section(config, "mesh") or {"data": -1}
+  mesh = mesh_lib.make_mesh(**mesh_section)
+  model_config, params, model_dir = load_model(_section(config, "model"), mesh)
+  tokenizer = load_run_tokenizer(config.get("tokenizer", ""), model_dir)
+  domain_section = _section(config, "domain")
+  domain = tasks.get_domain(domain_section.pop("name"), **domain_section)
+  policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
+                             policy_lib.PolicyConfig(**_section(config, "training")))
+  runtime_options = {"allowed_imports": domain.allowed_imports, **_section(config, "runtime")}
+  runtime = HarnessRuntime(policy.sampler, tokenizer, **runtime_options)
+  sampling = SamplingParams(**_section(config, "sampling"))
+  eval_sampling = sampling.replace(**_section(config, "eval_sampling"))
+  loop_config = loop.LoopConfig(**_section(config, "loop"))
+  manager = checkpoint_lib.make_manager(os.path.join(workdir, "checkpoints"), max_to_keep=2)
+  is_writer = jax.process_index() == 0
+  run = loop.Run(
+      workdir=workdir, loop=loop_config, policy=policy, runtime=runtime, domain=domain,
+      sampling=sampling, eval_sampling=eval_sampling,
+      proposer=build_proposer(_section(config, "search"), policy, tokenizer, mesh),
+      log=run_log.RunLog(workdir, enabled=is_writer), counts=run_log.RolloutCounts(),
+      state=loop.fresh_state(domain.seed_harness), manager=manager, tokenizer=tokenizer,
+      show_progress=show_progress)
+  abstract = train_state.abstract(model_config, policy.optimizer, mesh, rules.TRAIN_RULES)
+  loop.restore(run, abstract)
+  return run
+
+
+def run_recipe(run, recipe, config):
+  if recipe in ("whale", "whale_adaptive", "fst"):
+    options = _section(config, "whale")
+    if recipe == "whale_adaptive":
+      options["adaptive"] = True
+    if recipe == "fst":
+      options["prompt_only"] = True
+    result = whale.run_whale(run, whale.WhaleConfig(**options))
+    if recipe == "fst":
+      result["recipe"] = "fst"
+    return result
+  if recipe in ("vace", "ungated"):
+    options = _section(config, "vace")
+    if recipe == "ungated":
+      options["gated"] = False
+    return vace.run_vace(run, vace.VaceConfig(**options))
+  baseline_config = baselines.BaselineConfig(**_section(config, "baseline"))
+  runners = {"weight_only": baselines.run_weight_only,
+             "harness_only": baselines.run_harness_only,
+             "stagewise": baselines.run_stagewise, "sia": baselines.run_sia}
+  if recipe in runners:
+    return runners[recipe](run, baseline_config)
+  if recipe == "harness_learning":
+    from whale_jax.algorithms import harness_learning  # pylint: disable=g-import-not-at-top
+    return harness_learning.run_harness_learning(run, config)
+  raise ValueError(f"config.recipe={recipe!r}; use one of {', '.join(RECIPES)} or 'compare'.")
+
+
+def run_one(config, workdir, recipe, show_progress=True):
+  os.makedirs(workdir, exist_ok=True)
+  run = build_run(config, workdir, show_progress)
+  try:
+    run.log.write_config(json.loads(config.to_json_best_effort()) if hasattr(
+        config, "to_json_best_effort") else dict(config))
+    if run.state["done"]:
+      logging.info("%s already finished; reporting its summary.", workdir)
+      return loop.summary(run, recipe)
+    return run_recipe(run, recipe, config)
+  finally:
+    checkpoint_lib.wait_until_finished(run.manager)
+    run.runtime.close()
+    run.policy.close()
+    run.log.close()
+
+
+def run(config, workdir, show_progress=True):
+  """Runs config.recipe (or each of config.methods for "compare"); returns the summary."""
+  distributed.initialize()
+  recipe = config.recipe
+  if recipe != "compare":
+    return run_one(config, workdir, recipe, show_progress)
+  summaries = {}
+  for method in config.methods:
+    summaries[method] = run_one(config, os.path.join(workdir, method), method, show_progress)
+  table = comparison_table(summaries)
+  curves = {method: summary["curve"] for method, summary in summaries.items()}
+  if jax.process_index() == 0:
+    run_log.plot_best_so_far(curves, os.path.join(workdir, "best_so_far.png"))
+    run_log.write_json_atomically(os.path.join(workdir, "summary.json"),
+                                  {"methods": summaries, "table": table})
+    with open(os.path.join(workdir, "table.md"), "w") as f:
+      f.write(table + "\n")
+  print(table)
+  return {"methods": summaries, "table": table}
+
+
+def comparison_table(summaries):
+  """A markdown table: test mean@k (final and best) and rollouts per method."""
+  lines = ["| method | final test mean@k | best test mean@k | training rollouts | "
+           "weight | harness | evaluation |", "|---|---|---|---|---|---|---|"]
+  for method, summary in summaries.items():
+    counts = summary["counts"]
+    final = summary["final_test_mean"]
+    best = summary["best_test_mean"]
+    lines.append(f"| {method} | {final:.3f} | {best:.3f} | {summary['training_rollouts']} | "
+                 f"{counts['weight']} | {counts['harness']} | {counts['evaluation']} |")
+  return "\n".join(lines)

@@ -1,0 +1,385 @@
+"""The alternation loop's shared machinery: one Run, its phases, evaluation and checkpoints.
+
+A recipe (whale.py, vace.py, baselines.py, harness_learning.py) is a short function over a
+Run. The Run holds everything an experiment touches:
+
+  run.policy      the solver being trained (algorithms/policy.py) and its sampler
+  run.runtime     sandboxed harness episodes, served by run.policy.sampler
+  run.domain, run.splits, run.proposer, run.log (metrics), run.counts (rollouts per phase)
+  run.state       the loop's own state (a JSON dict): cycle, phase, step counters, data
+                  cursor, incumbent harness, evaluation history, ...
+
+Phases:
+  rsft_step(run, harness)       one online RSFT step (SPEC 1.5): a prompt batch from the
+                                weight split, G rollouts each with the current weights,
+                                keep score > threshold, token-mean NLL on the kept calls.
+  grpo_step(run, harness)       one GRPO step: G rollouts per prompt, group-relative
+                                advantages, all-zero groups dropped (DAPO), every call of a
+                                trajectory trained with its advantage, old logprobs from
+                                the sampler.
+  harness_search(run, incoming, label, ...)   Meta-Harness search on the harness split.
+  evaluate_test(run, harness)   test mean@k (never used for any decision).
+
+Resuming: checkpoint(run) saves the train state (orbax) with run.state, the rollout counts and
+the number of metrics rows. A killed run restarted with the same workdir restores the latest
+checkpoint, cuts metrics.jsonl back to that row count and continues; every random choice is
+seeded by counters kept in run.state (episode seeds, data order, minibatch order), so the
+replayed steps make the same choices, and a harness search resumes from its archive.
+"""
+import dataclasses
+import math
+import os
+import time
+
+from absl import logging
+import numpy as np
+import tqdm
+
+from whale_jax.algorithms import rollouts as rollouts_lib
+from whale_jax.algorithms import run_log
+from whale_jax.algorithms import samples as samples_lib
+from whale_jax.harness import Harness
+from whale_jax.search import evaluation as search_evaluation
+from whale_jax.search import meta_harness
+from whale_jax.search import validation_gate
+from whale_jax.train import checkpoint as checkpoint_lib
+from whale_jax.train import grpo as grpo_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+  """Options shared by the recipes (= config keys named below).
+
+  Attributes:
+    seed: the run seed; every episode seed and data order derives from it.
+    prompt_batch: prompts per weight step (config.rsft.prompt_batch).
+    num_samples: G rollouts per prompt in a weight step.
+    score_threshold: RSFT keeps trajectories scoring above this.
+    sft_epochs: passes over the kept samples per RSFT step.
+    advantage_normalization: GRPO "mean_std" or "mean".
+    filter_zero_advantage: drop GRPO groups whose advantages are all zero (DAPO).
+    search_iterations, candidates_per_iteration: Meta-Harness budget per harness phase.
+    eval_num_samples: k of test mean@k.
+    eval_interval_rollouts: evaluate the test split each time training rollouts pass a
+      multiple of this (0 = only at the start and the end).
+    eval_max_instances: evaluate on at most this many test instances (0 = all).
+    checkpoint_every_steps: save after this many weight steps (and after every harness phase).
+    gate_rule: validation-gate rule for recipes with a gate.
+  """
+  seed: int = 0
+  prompt_batch: int = 256
+  num_samples: int = 8
+  score_threshold: float = 0.5
+  sft_epochs: int = 1
+  advantage_normalization: str = "mean_std"
+  filter_zero_advantage: bool = True
+  search_iterations: int = 6
+  candidates_per_iteration: int = 3
+  eval_num_samples: int = 8
+  eval_interval_rollouts: int = 0
+  eval_max_instances: int = 0
+  checkpoint_every_steps: int = 1
+  gate_rule: str = "strict"
+
+
+@dataclasses.dataclass
+class Run:
+  """Everything one experiment touches (see the module docstring)."""
+  workdir: str
+  loop: LoopConfig
+  policy: object
+  runtime: object
+  domain: object
+  sampling: object          # SamplingParams of training rollouts and search evaluations
+  eval_sampling: object     # SamplingParams of test evaluations
+  proposer: object
+  log: run_log.RunLog
+  counts: run_log.RolloutCounts
+  state: dict
+  manager: object = None
+  tokenizer: object = None
+  show_progress: bool = True
+
+  @property
+  def splits(self):
+    return self.domain.splits()
+
+
+def fresh_state(seed_harness_source):
+  """The loop state of a run that has not started."""
+  return {"cycle": 0, "phase": "start", "weight_steps": 0, "phase_steps": 0, "cursor": 0,
+          "incumbent": seed_harness_source, "next_eval_rollouts": 0, "evaluations": [],
+          "phase_rewards": [], "gate_decisions": [], "metrics_rows": 0, "done": False,
+          "notes": {}}
+
+
+def incumbent(run):
+  return Harness(run.state["incumbent"], origin="incumbent")
+
+
+def set_incumbent(run, harness):
+  run.state["incumbent"] = harness.source
+
+
+# --- checkpoints -------------------------------------------------------------------------
+
+def checkpoint(run):
+  """Saves the train state with the loop state; waits for nothing (see train/checkpoint)."""
+  if run.manager is None:
+    return
+  run.state["metrics_rows"] = len(run_log.read_metrics(run.workdir))
+  extra = {"loop": run.state, "counts": run.counts.to_json()}
+  run.state["saves"] = run.state.get("saves", 0) + 1  # orbax steps must increase
+  checkpoint_lib.save(run.manager, run.state["saves"], run.policy.state, extra=extra)
+
+
+def restore(run, abstract_state):
+  """Restores the latest checkpoint into run (policy, state, counts); False if none."""
+  if run.manager is None or checkpoint_lib.latest_step(run.manager) is None:
+    return False
+  state, extra = checkpoint_lib.restore(run.manager, abstract_state)
+  run.policy.set_state(state)
+  run.state = extra["loop"]
+  run.counts = run_log.RolloutCounts.from_json(extra["counts"])
+  _truncate_metrics(run.workdir, run.state["metrics_rows"])
+  logging.info("Resumed %s at cycle %d, phase %s, weight step %d, %d training rollouts.",
+               run.workdir, run.state["cycle"], run.state["phase"], run.state["weight_steps"],
+               run.counts.training)
+  return True
+
+
+def _truncate_metrics(workdir, num_rows):
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    lines = [line for line in f if line.endswith("\n")][:num_rows]
+  temporary = path + ".tmp"
+  with open(temporary, "w") as f:
+    f.writelines(lines)
+  os.replace(temporary, path)
+
+
+# --- data --------------------------------------------------------------------------------
+
+def next_prompts(run, count):
+  """The next `count` weight-split instances; the cursor persists across cycles and epochs.
+
+  Each epoch visits the weight split in a fresh order seeded by (seed, epoch).
+  """
+  pool = run.splits["weight"]
+  if not pool:
+    raise ValueError("The weight split is empty; give config.domain.split_sizes a 'weight' "
+                     "size (-1 = all remaining instances).")
+  chosen = []
+  for _ in range(count):
+    epoch, index = divmod(run.state["cursor"], len(pool))
+    order = np.random.default_rng((run.loop.seed, epoch)).permutation(len(pool))
+    chosen.append(pool[order[index]])
+    run.state["cursor"] += 1
+  return chosen
+
+
+def epochs_done(run):
+  return run.state["cursor"] / max(len(run.splits["weight"]), 1)
+
+
+def steps_for_epochs(run, epochs):
+  """Weight steps that consume `epochs` passes over the weight split (at least one)."""
+  return max(1, math.ceil(epochs * len(run.splits["weight"]) / run.loop.prompt_batch))
+
+
+# --- weight steps ------------------------------------------------------------------------
+
+def _collect_weight_batch(run, harness):
+  prompts = next_prompts(run, run.loop.prompt_batch)
+  batch = rollouts_lib.collect(run.runtime, run.domain, harness, prompts, run.sampling,
+                               run.loop.num_samples, ("weight", run.state["weight_steps"]),
+                               run.loop.seed)
+  run.counts.add("weight", batch.num_rollouts, batch.num_generated_tokens)
+  return batch
+
+
+def _finish_weight_step(run, kind, batch, history, extra):
+  run.state["weight_steps"] += 1
+  run.state["phase_steps"] += 1
+  reward = batch.mean_score()
+  run.state["phase_rewards"].append(reward)
+  metrics = {"reward": reward, "epoch": epochs_done(run), "weight_step": run.state["weight_steps"],
+             "optimizer_steps": len(history), **extra}
+  if history:
+    metrics["loss"] = float(np.mean([h["loss"] for h in history]))
+    metrics["grad_norm"] = float(np.mean([h["grad_norm"] for h in history]))
+  outcomes = batch.outcome_counts()
+  metrics.update({f"outcome_{name}": count for name, count in outcomes.items()})
+  run.log.log("weight", run.counts.training, kind=kind, **metrics)
+  return metrics
+
+
+def rsft_step(run, harness):
+  """One online RSFT step; returns its metrics."""
+  batch = _collect_weight_batch(run, harness)
+  kept = [trajectory for _, trajectory, score in batch.flat()
+          if score > run.loop.score_threshold and trajectory.ok]
+  samples, dropped = samples_lib.from_trajectories(kept, max_length=run.policy.config.row_length)
+  history = run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs) if samples else []
+  return _finish_weight_step(run, "rsft", batch, history, {
+      "accepted": len(kept), "accept_rate": len(kept) / max(batch.num_rollouts, 1),
+      "samples": len(samples), "dropped_samples": dropped})
+
+
+def grpo_step(run, harness):
+  """One GRPO step; returns its metrics (and keeps the batch in run.state['last_batch'])."""
+  batch = _collect_weight_batch(run, harness)
+  rewards = np.asarray(batch.scores, np.float32)  # [P, G]
+  advantages = np.asarray(grpo_lib.group_advantages(
+      rewards, normalization=run.loop.advantage_normalization))
+  trajectories, trajectory_advantages, kept_groups = [], [], 0
+  for group, group_advantages in zip(batch.trajectories, advantages):
+    if run.loop.filter_zero_advantage and np.all(group_advantages == 0):
+      continue
+    kept_groups += 1
+    for trajectory, advantage in zip(group, group_advantages):
+      if trajectory.outcome != "infra_error":
+        trajectories.append(trajectory)
+        trajectory_advantages.append(float(advantage))
+  samples, dropped = samples_lib.from_trajectories(trajectories, trajectory_advantages,
+                                                   max_length=run.policy.config.row_length)
+  history = run.policy.train(samples, "grpo") if samples else []
+  run.last_batch = batch
+  return _finish_weight_step(run, "grpo", batch, history, {
+      "kept_groups": kept_groups, "samples": len(samples), "dropped_samples": dropped})
+
+
+def weight_steps(run, harness, num_steps, step_fn=rsft_step, label="weight", stop=None):
+  """Runs weight steps until run.state['phase_steps'] reaches num_steps (or stop(run) says
+  so), checkpointing as configured; resumes mid-phase from run.state."""
+  progress = tqdm.tqdm(total=num_steps, initial=run.state["phase_steps"], desc=label,
+                       disable=not run.show_progress, leave=False)
+  while run.state["phase_steps"] < num_steps:
+    step_fn(run, harness)
+    progress.update(1)
+    maybe_evaluate(run)
+    if run.state["weight_steps"] % run.loop.checkpoint_every_steps == 0:
+      checkpoint(run)
+    if stop is not None and stop(run):
+      break
+  progress.close()
+
+
+def start_phase(run, phase):
+  run.state["phase"] = phase
+  run.state["phase_steps"] = 0
+  run.state["phase_rewards"] = []
+
+
+# --- harness steps -----------------------------------------------------------------------
+
+def make_evaluate(run):
+  return search_evaluation.make_evaluate(run.runtime, run.domain, run.sampling,
+                                         weights_id=run.policy.weights_id)
+
+
+def harness_search(run, incoming, label, prompt_only=False, **budget):
+  """Meta-Harness search on the harness split at the current weights; returns its result.
+
+  budget: iterations=I, or min_iterations/patience/max_iterations. Default: loop config.
+  """
+  if not budget:
+    budget = {"iterations": run.loop.search_iterations}
+  archive_dir = os.path.join(run.workdir, "archive", label)
+  result = meta_harness.search(
+      incoming, make_evaluate(run), run.proposer, archive_dir, domain=run.domain,
+      instances=run.splits["harness"], weights_id=run.policy.weights_id,
+      candidates_per_iteration=run.loop.candidates_per_iteration, prompt_only=prompt_only,
+      seed=run.loop.seed, tokenizer=None, **budget)
+  run.counts.add("harness", result.rollouts)
+  run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,
+              search_rollouts=result.rollouts, improved=result.improved,
+              accepted=result.accepted_id, stop_reason=result.stop_reason,
+              proposer_prompt_tokens=result.proposer_prompt_tokens,
+              proposer_completion_tokens=result.proposer_completion_tokens)
+  return result
+
+
+def gate(run, current, candidate, label):
+  """Validation gate at the current weights; returns the GateResult (logged)."""
+  result = validation_gate.gate_candidate(
+      current, candidate, make_evaluate(run), run.splits["validation"],
+      weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
+      log_path=os.path.join(run.workdir, "gate_decisions.jsonl"))
+  run.counts.add("harness", result.rollouts)
+  decision = result.decision
+  run.state["gate_decisions"].append({"label": label, "accepted": decision.accepted,
+                                      "mean_difference": decision.mean_difference})
+  run.log.log("harness", run.counts.training, label=label, gate_accepted=decision.accepted,
+              gate_n=decision.n, gate_mean_difference=decision.mean_difference,
+              gate_p_value=decision.p_value if decision.p_value is not None else -1.0,
+              incumbent_validation=decision.incumbent_mean,
+              candidate_validation=decision.candidate_mean)
+  return result
+
+
+# --- evaluation --------------------------------------------------------------------------
+
+def test_instances(run):
+  instances = run.splits["test"]
+  if run.loop.eval_max_instances:
+    instances = instances[:run.loop.eval_max_instances]
+  return instances
+
+
+def evaluate_test(run, harness=None, label=""):
+  """Test mean@k of (current weights, harness); logged and kept in run.state."""
+  harness = harness or incumbent(run)
+  start = time.time()
+  batch = rollouts_lib.collect(run.runtime, run.domain, harness, test_instances(run),
+                               run.eval_sampling, run.loop.eval_num_samples, ("test",),
+                               run.loop.seed)
+  run.counts.add("evaluation", batch.num_rollouts, batch.num_generated_tokens)
+  instances = [instance for instance, _, _ in batch.flat()]
+  trajectories = [trajectory for _, trajectory, _ in batch.flat()]
+  scores = [score for _, _, score in batch.flat()]
+  behaviour = run.domain.metrics(instances, trajectories, scores)
+  record = {"rollouts": run.counts.training, "test_mean": batch.mean_score(),
+            "weights_id": run.policy.weights_id, "harness_hash": harness.hash,
+            "cycle": run.state["cycle"], "label": label,
+            "per_task": batch.per_instance_mean()}
+  run.state["evaluations"].append(record)
+  scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
+             if isinstance(value, (int, float))}
+  run.log.log("evaluation", run.counts.training, test_mean=record["test_mean"],
+              eval_seconds=time.time() - start, label=label, **scalars)
+  return record
+
+
+def maybe_evaluate(run, force=False):
+  """Evaluates when training rollouts passed the next interval mark (or when forced)."""
+  interval = run.loop.eval_interval_rollouts
+  due = interval > 0 and run.counts.training >= run.state["next_eval_rollouts"]
+  if force or due:
+    evaluate_test(run)
+    if interval > 0:
+      run.state["next_eval_rollouts"] = (run.counts.training // interval + 1) * interval
+
+
+def best_test(run):
+  """The evaluation record with the highest test mean (ties to fewer rollouts)."""
+  evaluations = run.state["evaluations"]
+  if not evaluations:
+    return None
+  return max(evaluations, key=lambda r: (r["test_mean"], -r["rollouts"]))
+
+
+def summary(run, recipe):
+  best = best_test(run)
+  final = run.state["evaluations"][-1] if run.state["evaluations"] else None
+  return {"recipe": recipe, "counts": run.counts.to_json(),
+          "training_rollouts": run.counts.training,
+          "weight_steps": run.state["weight_steps"], "cycles": run.state["cycle"],
+          "final_test_mean": final["test_mean"] if final else None,
+          "best_test_mean": best["test_mean"] if best else None,
+          "best_at_rollouts": best["rollouts"] if best else None,
+          "incumbent_hash": incumbent(run).hash,
+          "curve": [(r["rollouts"], r["test_mean"]) for r in run.state["evaluations"]],
+          "gate_decisions": run.state["gate_decisions"]}

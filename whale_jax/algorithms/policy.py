@@ -1,0 +1,154 @@
+"""The model being optimized: its train state, its train steps, and the sampler that shares it.
+
+  policy = Policy(model_config, params, tokenizer, mesh, PolicyConfig(...), name="solver")
+  policy.sampler                        # an LLMBackend generating from the current weights
+  metrics = policy.train(samples, "rsft")              # or "grpo"
+  policy.weights_id                     # "solver@<number of optimizer steps>"
+
+After every optimizer step the sampler is pointed at the new params tree: trainer and sampler
+share one set of arrays, so a weight update costs no copy and no name mapping. The train step
+donates the old state, so training must not overlap generation from the same policy; the
+algorithms call train() only between rollouts.
+
+Minibatches: samples are shuffled (seeded by the policy's seed and step) and cut into
+minibatches of samples_per_step samples, one optimizer step each (RSFT's "SFT minibatch";
+one pass over the samples = one SFT epoch). Each minibatch is packed into rows of row_length
+tokens; the row count is rounded up to a power of two (and to the data-parallel size) so the
+step compiles for few shapes.
+"""
+import dataclasses
+import functools
+
+import jax
+import numpy as np
+
+from whale_jax.parallel import mesh as mesh_lib
+from whale_jax.parallel import rules
+from whale_jax.sampling import Sampler
+from whale_jax.train import grpo
+from whale_jax.train import optimizer as optimizer_lib
+from whale_jax.train import packing
+from whale_jax.train import rsft
+from whale_jax.train import step as step_lib
+from whale_jax.train import train_state
+
+LOSSES = ("rsft", "grpo")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+  """Training options of one model (= config.training keys).
+
+  Attributes:
+    optimizer: optimizer_lib.OptimizerConfig fields.
+    grpo: grpo.GRPOConfig fields (used by train(..., "grpo")).
+    row_length: tokens per packed row; longer samples are dropped by the caller.
+    samples_per_step: samples per optimizer step (a minibatch).
+    num_microbatches: gradient accumulation steps per optimizer step.
+    rsft_temperature: temperature of the RSFT log-likelihood (the rollout temperature).
+    seed: seeds the minibatch shuffling.
+    sampler: engine options (max_slots, steps_per_call, max_cache_length, ...).
+  """
+  optimizer: dict = dataclasses.field(default_factory=dict)
+  grpo: dict = dataclasses.field(default_factory=dict)
+  row_length: int = 1024
+  samples_per_step: int = 64
+  num_microbatches: int = 1
+  rsft_temperature: float = 1.0
+  seed: int = 0
+  sampler: dict = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    if not isinstance(self.row_length, int) or self.row_length < 2:
+      raise ValueError(f"config.training.row_length={self.row_length!r} must be an int >= 2.")
+    if not isinstance(self.samples_per_step, int) or self.samples_per_step < 1:
+      raise ValueError(f"config.training.samples_per_step={self.samples_per_step!r} must be "
+                       "a positive int.")
+
+
+def _round_rows(num_rows, multiple):
+  rows = max(multiple, 1)
+  while rows < num_rows:
+    rows *= 2
+  return rows
+
+
+class Policy:
+  """A model under optimization; see the module docstring."""
+
+  def __init__(self, model_config, params, tokenizer, mesh, policy_config=PolicyConfig(),
+               name="solver"):
+    self.model_config = model_config
+    self.tokenizer = tokenizer
+    self.mesh = mesh
+    self.config = policy_config
+    self.name = name
+    self.optimizer_config = optimizer_lib.OptimizerConfig(**policy_config.optimizer)
+    self.optimizer = optimizer_lib.make(self.optimizer_config)
+    self.grpo_config = grpo.GRPOConfig(**policy_config.grpo)
+    self.state = train_state.create(model_config, params, self.optimizer, mesh,
+                                    rules.TRAIN_RULES)
+    self.sampler = Sampler(model_config, self.state["params"], tokenizer=tokenizer, mesh=mesh,
+                           **policy_config.sampler)
+    self._steps = {}
+    self._row_multiple = (mesh_lib.axis_size(mesh, "batch", rules.TRAIN_RULES)
+                          * policy_config.num_microbatches)
+
+  @property
+  def params(self):
+    return self.state["params"]
+
+  @property
+  def num_updates(self):
+    return int(self.state["step"])
+
+  @property
+  def weights_id(self):
+    return f"{self.name}@{self.num_updates}"
+
+  def set_state(self, state):
+    """Replaces the train state (e.g. after a restore) and points the sampler at it."""
+    self.state = state
+    self.sampler.update_params(state["params"])
+
+  def _step(self, loss):
+    if loss not in self._steps:
+      if loss == "rsft":
+        loss_fn = functools.partial(rsft.loss, temperature=self.config.rsft_temperature)
+      elif loss == "grpo":
+        loss_fn = functools.partial(grpo.loss, grpo_config=self.grpo_config)
+      else:
+        raise ValueError(f"loss={loss!r} is not one of {LOSSES}.")
+      self._steps[loss] = step_lib.make_train_step(
+          self.model_config, loss_fn, self.optimizer, self.mesh, rules.TRAIN_RULES,
+          num_microbatches=self.config.num_microbatches,
+          learning_rate_schedule=optimizer_lib.learning_rate_schedule(self.optimizer_config))
+    return self._steps[loss]
+
+  def train(self, samples, loss="rsft", epochs=1):
+    """Optimizer steps over the samples (epochs passes of minibatches); returns their metrics.
+
+    Returns:
+      a list with one dict of float metrics per optimizer step (empty if there were none).
+    """
+    samples = [s for s in samples if len(s.token_ids) <= self.config.row_length]
+    if not samples:
+      return []
+    step = self._step(loss)
+    history = []
+    for epoch in range(epochs):
+      rng = np.random.default_rng((self.config.seed, self.num_updates, epoch))
+      order = rng.permutation(len(samples))
+      for start in range(0, len(samples), self.config.samples_per_step):
+        chunk = [samples[i] for i in order[start:start + self.config.samples_per_step]]
+        batch, _ = packing.pack(chunk, self.config.row_length)
+        rows = _round_rows(batch["tokens"].shape[0], self._row_multiple)
+        if rows != batch["tokens"].shape[0]:
+          batch, _ = packing.pack(chunk, self.config.row_length, num_rows=rows)
+        self.state, metrics = step(self.state, batch)
+        self.sampler.update_params(self.state["params"])
+        history.append({name: float(value) for name, value in jax.device_get(metrics).items()})
+    return history
+
+  def close(self):
+    self.sampler.close()

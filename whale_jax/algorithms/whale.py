@@ -1,0 +1,137 @@
+"""WHALE: alternate online RSFT on the weights with Meta-Harness search on the harness.
+
+Fixed schedule (SPEC 1.2): each cycle trains E epochs of online RSFT under the incumbent
+harness, then runs I Meta-Harness iterations (M candidates each, the incoming harness's
+evaluation counting as the first) at the updated weights and adopts the accepted harness.
+The data cursor persists across cycles; the last cycle ends after its weight phase once the
+weight budget is spent.
+
+Adaptive schedule (SPEC 1.3): a weight phase stops when the sliding-window mean of the
+training reward has set no new phase best for `patience` steps (window = minimum length =
+patience = 0.2 epoch by default); a harness phase runs at least 6 iterations, stops after 2
+without a new best, and at most 15.
+
+Budgets: the weight budget in epochs (total_weight_epochs) and, optionally, a budget of
+training rollouts (weight + harness) shared with the baselines for equal-budget comparisons;
+a harness phase is shortened so that it does not run past the rollout budget.
+
+Departures from the paper: the proposer is whale_jax's (an edit library offline, or a model
+through the generate API) instead of a coding agent; the run reports the best (weights,
+harness) pair by test mean@k as the paper does, but also the final pair.
+"""
+import dataclasses
+import math
+
+from whale_jax.algorithms import loop
+
+
+@dataclasses.dataclass(frozen=True)
+class WhaleConfig:
+  """config.whale keys."""
+  weight_epochs: float = 0.6           # E, per cycle
+  total_weight_epochs: float = 4.0     # the weight budget
+  budget_rollouts: int = 0             # 0 = no rollout budget
+  max_cycles: int = 30
+  adaptive: bool = False
+  window_epochs: float = 0.2           # adaptive weight phase: window = minimum = patience
+  min_iterations: int = 6              # adaptive harness phase
+  patience_iterations: int = 2
+  max_iterations: int = 15
+  prompt_only: bool = False            # FST: harness search may change prompt strings only
+
+
+def remaining_rollouts(run, budget):
+  return math.inf if not budget else budget - run.counts.training
+
+
+def search_budget(run, iterations, budget_rollouts):
+  """Iterations of a harness phase that fit in the remaining rollout budget (>= 0)."""
+  remaining = remaining_rollouts(run, budget_rollouts)
+  per_candidate = len(run.splits["harness"])
+  if remaining == math.inf:
+    return iterations
+  if remaining < per_candidate:
+    return 0
+  fits = 1 + int((remaining - per_candidate) // (per_candidate * run.loop.candidates_per_iteration))
+  return min(iterations, fits)
+
+
+def adaptive_stop(run, window, patience):
+  """True when the window mean of training reward made no new best for `patience` steps."""
+  rewards = run.state["phase_rewards"]
+  if len(rewards) < max(window, patience):
+    return False
+  means = [sum(rewards[i - window + 1:i + 1]) / window for i in range(window - 1, len(rewards))]
+  best_index = max(range(len(means)), key=lambda i: (means[i], -i))
+  return len(means) - 1 - best_index >= patience
+
+
+def run_whale(run, whale_config):
+  """Runs (or resumes) WHALE; returns the run summary."""
+  state = run.state
+  total_steps = loop.steps_for_epochs(run, whale_config.total_weight_epochs)
+  phase_steps = loop.steps_for_epochs(run, whale_config.weight_epochs)
+  window = loop.steps_for_epochs(run, whale_config.window_epochs)
+  if state["phase"] == "start":
+    loop.maybe_evaluate(run, force=True)
+    loop.start_phase(run, "weight")
+    loop.checkpoint(run)
+  while not state["done"]:
+    budget_left = remaining_rollouts(run, whale_config.budget_rollouts) > 0
+    if state["phase"] == "weight":
+      steps = min(phase_steps, total_steps - state["weight_steps"] + state["phase_steps"])
+      stop = None
+      if whale_config.adaptive:
+        steps = total_steps - state["weight_steps"] + state["phase_steps"]
+        stop = lambda run: adaptive_stop(run, window, window)
+      if whale_config.budget_rollouts:
+        previous = stop
+        stop = lambda run: (remaining_rollouts(run, whale_config.budget_rollouts) <= 0 or
+                            (previous is not None and previous(run)))
+      if budget_left:
+        loop.weight_steps(run, loop.incumbent(run), steps, loop.rsft_step,
+                          label=f"cycle {state['cycle']} weights", stop=stop)
+      out_of_budget = (state["weight_steps"] >= total_steps or
+                       state["cycle"] + 1 >= whale_config.max_cycles or
+                       remaining_rollouts(run, whale_config.budget_rollouts) <= 0)
+      if out_of_budget:
+        state["done"] = True
+        break
+      loop.start_phase(run, "harness")
+      loop.checkpoint(run)
+    if state["phase"] == "harness":
+      label = f"cycle_{state['cycle']:03d}"
+      if whale_config.adaptive:
+        budget = dict(min_iterations=whale_config.min_iterations,
+                      patience=whale_config.patience_iterations,
+                      max_iterations=search_budget(run, whale_config.max_iterations,
+                                                   whale_config.budget_rollouts))
+        budget["min_iterations"] = min(budget["min_iterations"], budget["max_iterations"])
+      else:
+        budget = dict(iterations=search_budget(run, run.loop.search_iterations,
+                                               whale_config.budget_rollouts))
+      if min(v for v in budget.values() if v is not None) >= 1:
+        result = loop.harness_search(run, loop.incumbent(run), label,
+                                     prompt_only=whale_config.prompt_only, **budget)
+        loop.set_incumbent(run, result.accepted)
+      state["cycle"] += 1
+      loop.maybe_evaluate(run)
+      loop.start_phase(run, "weight")
+      loop.checkpoint(run)
+  return finish(run, "whale_adaptive" if whale_config.adaptive else "whale")
+
+
+def finish(run, recipe):
+  """Final test evaluation (unless one was just made), summary, checkpoint."""
+  evaluations = run.state["evaluations"]
+  last = evaluations[-1] if evaluations else None
+  if (last is None or last["rollouts"] != run.counts.training or
+      last["weights_id"] != run.policy.weights_id or
+      last["harness_hash"] != loop.incumbent(run).hash):
+    loop.evaluate_test(run, label="final")
+  run.state["done"] = True
+  run.state["phase"] = "done"
+  loop.checkpoint(run)
+  result = loop.summary(run, recipe)
+  run.log.write_summary(result)
+  return result
