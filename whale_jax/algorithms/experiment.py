@@ -16,7 +16,7 @@ Config sections (see configs/*.py for complete examples):
   whale, baseline, vace, harness_learning   the recipe's own options.
   search       proposer ("edit_library", "in_process", "openai") and its options.
   runtime      HarnessRuntime options (num_workers, timeout_seconds, memory_bytes, ...).
-  mesh         {data, fsdp, tensor}.
+  mesh         {data, fsdp, tensor} sizes, and num_devices (use the first N; 0 = all).
 """
 import dataclasses
 import json
@@ -114,7 +114,9 @@ def build_proposer(search_section, policy, tokenizer, mesh):
 def build_run(config, workdir, show_progress=True):
   """Builds (or, when workdir holds a checkpoint, restores) the Run of config."""
   mesh_section = _section(config, "mesh") or {"data": -1}
-  mesh = mesh_lib.make_mesh(**mesh_section)
+  num_devices = mesh_section.pop("num_devices", 0)  # 0 = all devices
+  mesh = mesh_lib.make_mesh(**mesh_section,
+                            devices=jax.devices()[:num_devices] if num_devices else None)
   model_config, params, model_dir = load_model(_section(config, "model"), mesh)
   tokenizer = load_run_tokenizer(config.get("tokenizer", ""), model_dir)
   domain_section = _section(config, "domain")

@@ -100,7 +100,7 @@ def run_vace(run, vace_config):
       label = f"vace_cycle_{state['cycle']:03d}"
       candidate, _ = single_proposal.propose_one(
           current, run.proposer, run.domain, os.path.join(run.workdir, "archive", label),
-          episodes=_block_episodes(run, state["cycle"]), seed=run.loop.seed)
+          episodes=_block_episodes(run, state["cycle"]), iteration=state["cycle"] + 2)
       validation = None
       if candidate is not None and vace_config.gated:
         result = loop.gate(run, current, candidate, label)

@@ -1,0 +1,99 @@
+"""Algorithm pieces against hand-computed expectations: samples, seeds, data cursor, budgets."""
+import types
+
+import numpy as np
+import pytest
+
+from whale_jax.algorithms import loop
+from whale_jax.algorithms import rollouts
+from whale_jax.algorithms import samples
+from whale_jax.algorithms import whale
+from whale_jax.harness import trajectory as trajectory_lib
+
+
+def _trajectory(calls):
+  return trajectory_lib.Trajectory(
+      episode_id="e", task_id="t", harness_hash="h", outcome="ok", answer="a",
+      calls=[trajectory_lib.LLMCall(
+          method="chat", messages=None, prompt=None, prompt_token_ids=prompt, sampling={},
+          completions=[trajectory_lib.RecordedCompletion(ids, [-0.5] * len(ids), "", "stop")
+                       for ids in completions], started_seconds=0.0, duration_seconds=0.0)
+             for prompt, completions in calls])
+
+
+def test_each_call_completion_is_one_sample_trained_on_its_completion_only():
+  trajectory = _trajectory([([5, 6, 7], [[8, 9]]), ([5, 6, 7, 8, 9, 3, 4], [[10], [11, 12]])])
+  result, dropped = samples.from_trajectory(trajectory, advantage=0.5)
+  assert dropped == 0
+  assert [s.token_ids.tolist() for s in result] == [[5, 6, 7, 8, 9], [5, 6, 7, 8, 9, 3, 4, 10],
+                                                    [5, 6, 7, 8, 9, 3, 4, 11, 12]]
+  assert result[0].loss_mask.tolist() == [0, 0, 0, 1, 1]
+  assert result[2].loss_mask.tolist() == [0] * 7 + [1, 1]
+  assert result[1].sampler_logprobs.tolist() == [0] * 7 + [-0.5]
+  assert all(s.advantage == 0.5 for s in result)
+
+
+def test_too_long_samples_are_dropped_and_counted():
+  trajectory = _trajectory([([1, 2], [[3]]), ([1] * 10, [[4, 5]])])
+  result, dropped = samples.from_trajectory(trajectory, max_length=5)
+  assert len(result) == 1 and dropped == 1
+
+
+def test_episode_seeds_depend_only_on_their_arguments():
+  a = rollouts.episode_seed(0, ("weight", 3), "q1", 2)
+  assert a == rollouts.episode_seed(0, ("weight", 3), "q1", 2)
+  others = {rollouts.episode_seed(1, ("weight", 3), "q1", 2),
+            rollouts.episode_seed(0, ("weight", 4), "q1", 2),
+            rollouts.episode_seed(0, ("weight", 3), "q2", 2),
+            rollouts.episode_seed(0, ("weight", 3), "q1", 1)}
+  assert a not in others and len(others) == 4 and 0 <= a < 2**31
+
+
+def _fake_run(num_weight, seed=0, prompt_batch=4):
+  pool = [types.SimpleNamespace(id=f"w{i}") for i in range(num_weight)]
+  domain = types.SimpleNamespace(splits=lambda: {"weight": pool, "harness": [1] * 6})
+  return types.SimpleNamespace(
+      splits=domain.splits(), state=loop.fresh_state("src"),
+      loop=loop.LoopConfig(seed=seed, prompt_batch=prompt_batch, candidates_per_iteration=3),
+      counts=types.SimpleNamespace(training=0))
+
+
+def test_data_cursor_visits_each_instance_once_per_epoch_and_persists():
+  run = _fake_run(10)
+  first = [i.id for i in loop.next_prompts(run, 6)]
+  second = [i.id for i in loop.next_prompts(run, 4)]
+  assert sorted(first + second) == [f"w{i}" for i in range(10)]
+  assert run.state["cursor"] == 10 and loop.epochs_done(run) == 1.0
+  third = [i.id for i in loop.next_prompts(run, 10)]
+  assert sorted(third) == sorted(first + second) and third != first + second  # new order
+
+
+def test_steps_for_epochs_rounds_up():
+  run = _fake_run(10, prompt_batch=4)
+  assert loop.steps_for_epochs(run, 0.6) == 2  # 6 prompts / 4 per step
+  assert loop.steps_for_epochs(run, 1.0) == 3
+  assert loop.steps_for_epochs(run, 0.01) == 1
+
+
+def test_search_budget_fits_the_remaining_rollouts():
+  run = _fake_run(10)  # harness split of 6, 3 candidates per iteration
+  run.counts.training = 100
+  # Remaining 50: the incoming evaluation (6) + 2 iterations of 18 = 42 <= 50 < 60.
+  assert whale.search_budget(run, 10, budget_rollouts=150) == 3
+  assert whale.search_budget(run, 2, budget_rollouts=150) == 2
+  assert whale.search_budget(run, 10, budget_rollouts=104) == 0
+  assert whale.search_budget(run, 7, budget_rollouts=0) == 7
+
+
+@pytest.mark.parametrize("rewards, patience, stop", [
+    ([0.1, 0.2, 0.3, 0.4], 2, False),       # window means 0.15, 0.25, 0.35: still improving
+    ([0.5, 0.1, 0.1, 0.1, 0.1], 3, True),   # means 0.3, 0.1, 0.1, 0.1: best 3 steps ago
+    ([0.5, 0.1, 0.1, 0.1, 0.1], 4, False),  # ... but patience 4 is not yet reached
+    ([0.1, 0.5, 0.1, 0.1, 0.2], 3, True),   # means 0.3, 0.3, 0.1, 0.15: a tie is no new best
+    ([0.3, 0.3], 3, False),                 # shorter than the patience: too early to stop
+])
+def test_adaptive_weight_phase_stops_after_patience_without_a_new_window_best(rewards,
+                                                                            patience, stop):
+  run = _fake_run(10)
+  run.state["phase_rewards"] = rewards
+  assert whale.adaptive_stop(run, window=2, patience=patience) == stop

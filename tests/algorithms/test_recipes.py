@@ -1,0 +1,67 @@
+"""Every recipe and baseline runs end to end on a tiny CPU config, with exact accounting."""
+import collections
+import json
+import os
+
+import pytest
+
+from tests.algorithms import tiny
+from whale_jax.algorithms import experiment
+from whale_jax.harness import runtime as runtime_lib
+
+FAST = ("whale", "vace")
+SLOW = ("whale_adaptive", "fst", "ungated", "weight_only", "harness_only", "stagewise", "sia")
+
+
+@pytest.fixture
+def episode_counter(monkeypatch):
+  """Counts episodes the harness runtime actually runs, by the split of their task id."""
+  counts = collections.Counter()
+  original = runtime_lib.HarnessRuntime.run_episodes
+
+  def counting(self, harness, episodes):
+    episodes = list(episodes)
+    for episode in episodes:
+      counts[episode.task_id] += 1
+    return original(self, harness, episodes)
+
+  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_episodes", counting)
+  return counts
+
+
+def _split_of(config):
+  from whale_jax import tasks  # pylint: disable=g-import-not-at-top
+  section = config.domain.to_dict()
+  domain = tasks.get_domain(section.pop("name"), **section)
+  return {instance.id: split for split, instances in domain.splits().items()
+          for instance in instances}
+
+
+def _check_run(workdir, summary, recipe):
+  assert summary["recipe"] == recipe
+  assert summary["final_test_mean"] is not None
+  for name in ("config.json", "metrics.jsonl", "summary.json"):
+    assert os.path.exists(os.path.join(workdir, name)), name
+  rows = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+  assert rows[0]["phase"] == "evaluation" and rows[-1]["phase"] == "evaluation"
+
+
+@pytest.mark.parametrize("recipe", FAST + tuple(pytest.param(r, marks=pytest.mark.slow)
+                                               for r in SLOW))
+def test_recipe_runs_end_to_end_with_exact_rollout_counts(recipe, tmp_path, episode_counter):
+  config = tiny.tiny_config(recipe)
+  workdir = str(tmp_path / recipe)
+  summary = experiment.run(config, workdir, show_progress=False)
+  _check_run(workdir, summary, recipe)
+  split_of = _split_of(config)
+  by_split = collections.Counter()
+  for task_id, count in episode_counter.items():
+    by_split[split_of[task_id]] += count
+  counts = summary["counts"]
+  assert counts["weight"] == by_split["weight"]
+  assert counts["harness"] == by_split["harness"] + by_split["validation"]
+  assert counts["evaluation"] == by_split["test"]
+  if recipe in ("whale", "weight_only", "fst", "vace", "ungated"):
+    assert counts["weight"] > 0
+  if recipe in ("whale", "harness_only", "fst", "vace"):
+    assert counts["harness"] > 0
