@@ -10,6 +10,13 @@ _COMMON = dict(vocab_size=VOCAB_SIZE, hidden_size=48, intermediate_size=72, num_
                num_attention_heads=4, num_key_value_heads=2, head_dim=20, rms_norm_eps=1e-6,
                max_position_embeddings=256, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
+# rms_norm_eps 1e-2: the RMSNorm after the delta rule scales each head's output to unit size,
+# and with random weights some outputs are tiny (q . k near 0), so at eps 1e-6 float32 rounding
+# is amplified up to 1000x: over 150 tokens transformers' own float32 logits are then 2.8e-4
+# from its float64 ones (whale_jax's 1e-4). At 1e-2 both stay within 6e-5 of float64.
+_QWEN3_5_LINEAR = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=12,
+                       linear_value_head_dim=10, linear_conv_kernel_dim=4, rms_norm_eps=1e-2)
+
 CONFIGS = {
     "qwen3_tied": lambda: transformers.Qwen3Config(**_COMMON, tie_word_embeddings=True,
                                                    rope_theta=10_000.0),
@@ -24,6 +31,25 @@ CONFIGS = {
     "llama_bias_mha": lambda: transformers.LlamaConfig(
         **{**_COMMON, "num_key_value_heads": 4, "head_dim": 12}, tie_word_embeddings=True,
         attention_bias=True, rope_theta=10_000.0),
+    # Qwen3.5 hybrid (3 linear-attention layers to 1 full, repeated): head_dim 24 with 6 rotary
+    # dims; linear heads 2 key / 4 value with key dim 12 != value dim 10.
+    "qwen3_5_untied": lambda: transformers.Qwen3_5TextConfig(
+        **{**_COMMON, "head_dim": 24, "num_hidden_layers": 8, **_QWEN3_5_LINEAR},
+        tie_word_embeddings=False,
+        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 2,
+        rope_parameters=dict(rope_type="default", rope_theta=1_000_000.0,
+                                                partial_rotary_factor=0.25)),
+}
+
+# Further Qwen3.5 variants, used by test_qwen3_5.py only: a schedule with no repeating pattern.
+QWEN3_5_CONFIGS = {
+    "qwen3_5_tied_irregular": lambda: transformers.Qwen3_5TextConfig(
+        **{**_COMMON, "head_dim": 24, "num_hidden_layers": 5, **_QWEN3_5_LINEAR},
+        tie_word_embeddings=True,
+        layer_types=["full_attention", "linear_attention", "linear_attention", "full_attention",
+                     "linear_attention"],
+        rope_parameters=dict(rope_type="default", rope_theta=10_000.0,
+                                                partial_rotary_factor=0.5)),
 }
 
 
@@ -31,13 +57,50 @@ def build(name, directory, seed=0):
   """Saves a random model of CONFIGS[name] to directory; returns the torch model (eval, f32).
 
   Every parameter, norms and biases included, is drawn at a scale where all of them matter.
+  Qwen3.5's RMSNorms (but its linear layers' output norm) store the offset of their scale from
+  1, so there the weight itself is drawn around 0.
   """
   torch.manual_seed(seed)
-  config = CONFIGS[name]()
+  config = {**CONFIGS, **QWEN3_5_CONFIGS}[name]()
   model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+  zero_centered = config.model_type.startswith("qwen3_5")
   with torch.no_grad():
     for param_name, param in model.named_parameters():
-      if "norm" in param_name:
+      if "norm" in param_name and zero_centered and "linear_attn.norm" not in param_name:
+        param.copy_(0.2 * torch.randn_like(param))
+      elif "norm" in param_name:
+        param.copy_(1.0 + 0.2 * torch.randn_like(param))
+      elif param_name.endswith("bias"):
+        param.copy_(0.3 * torch.randn_like(param))
+      else:
+        param.copy_(torch.randn_like(param) / np.sqrt(param.shape[-1]))
+  model.eval()
+  model.save_pretrained(directory, safe_serialization=True)
+  return model
+
+
+def build_qwen3_5_vision_language(directory, seed=0):
+  """Saves a tiny Qwen3.5 vision-language checkpoint (text decoder under model.language_model,
+  a vision tower under model.visual); returns the torch model (eval, f32).
+
+  Its text decoder is QWEN3_5_CONFIGS["qwen3_5_tied_irregular"]'s, but untied: the top-level
+  tie_word_embeddings=False is what transformers applies.
+  """
+  torch.manual_seed(seed)
+  text = QWEN3_5_CONFIGS["qwen3_5_tied_irregular"]().to_dict()
+  vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2,
+                out_hidden_size=text["hidden_size"], patch_size=4, temporal_patch_size=2,
+                spatial_merge_size=2, num_position_embeddings=16)
+  config = transformers.Qwen3_5Config(text_config=text, vision_config=vision,
+                                      tie_word_embeddings=False)
+  model = transformers.Qwen3_5ForConditionalGeneration(config).to(torch.float32)
+  with torch.no_grad():
+    for param_name, param in model.named_parameters():
+      if "language_model" not in param_name and param_name != "lm_head.weight":
+        continue
+      if "norm" in param_name and "linear_attn.norm" not in param_name:
+        param.copy_(0.2 * torch.randn_like(param))
+      elif "norm" in param_name:
         param.copy_(1.0 + 0.2 * torch.randn_like(param))
       elif param_name.endswith("bias"):
         param.copy_(0.3 * torch.randn_like(param))

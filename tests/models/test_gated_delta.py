@@ -69,6 +69,19 @@ def test_chunked_matches_numpy_loop(chunk_size, with_resets):
   np.testing.assert_allclose(final, expected_final, atol=2e-5, rtol=0)
 
 
+def test_chunked_stays_accurate_after_strong_decay():
+  """Strong decay early in a chunk (g = -40, transformers' A_log init allows -16 * softplus)
+  then weak decay: the prefix sums of g reach -1000, where float32 cannot resolve the small
+  decay between nearby later tokens if it is taken as a difference of two prefix sums."""
+  inputs = random_inputs(6, length=64)
+  inputs["log_decay"][:, :24] = -40.0
+  inputs["log_decay"][:, 24:] *= 0.05
+  output, final = gated_delta.chunked(**inputs)
+  expected_output, expected_final = reference_delta_rule(**inputs)
+  np.testing.assert_allclose(output, expected_output, atol=2e-5, rtol=0)
+  np.testing.assert_allclose(final, expected_final, atol=2e-5, rtol=0)
+
+
 def test_masked_tokens_leave_the_state_unchanged():
   """beta = 0 and g = 0 on a token is how layers mask padding: the state passes through."""
   inputs = random_inputs(2)

@@ -13,6 +13,9 @@ Params tree (layer weights stacked on a leading L axis and run under `jax.lax.sc
 Two forward passes share one layer function:
   forward(params, config, tokens, ...)                     full sequence, no cache
   forward_with_cache(params, config, tokens, cache, ...)   prefill or decode against a KV cache
+
+Hybrid models (config.is_hybrid: Qwen3.5) go through the same entry points; their layer stack,
+params tree and cache entries are described in hybrid_decoder.py.
 """
 import functools
 
@@ -20,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from whale_jax.models import attention
+from whale_jax.models import hybrid_decoder
 from whale_jax.models import kv_cache
 from whale_jax.models import normalization
 from whale_jax.parallel import rules
@@ -42,6 +46,8 @@ def _init_layer(config, rng):
 
 def init_params(config, rng):
   """Random parameters (scaled normal weights, unit norms, zero biases) in config.param_dtype."""
+  if config.is_hybrid:
+    return hybrid_decoder.init_params(config, rng)
   embedding_rng, unembedding_rng, layers_rng = jax.random.split(rng, 3)
   dtype = config.param_jnp_dtype
   layer_rngs = jax.random.split(layers_rng, config.num_layers)
@@ -60,6 +66,8 @@ def init_params(config, rng):
 
 def logical_axes(config):
   """Same tree as init_params(), with a tuple of logical axis names at each leaf."""
+  if config.is_hybrid:
+    return hybrid_decoder.logical_axes(config)
   layer = {
       "attention_norm": ("norm",),
       "attention": attention.logical_axes(config),
@@ -115,7 +123,10 @@ def embed(params, config, tokens):
 
 def unembed(params, config, x):
   """Final norm and projection to the vocabulary: [B, T, D] -> float32 logits [B, T, V]."""
-  x = normalization.rms_norm(x, params["final_norm"].astype(x.dtype), config.rms_norm_eps)
+  if config.is_hybrid:
+    x = hybrid_decoder.final_norm(params, config, x)
+  else:
+    x = normalization.rms_norm(x, params["final_norm"].astype(x.dtype), config.rms_norm_eps)
   if config.tie_embeddings:
     logits = jnp.einsum("BTD,VD->BTV", x, params["embedding"].astype(x.dtype),
                         preferred_element_type=jnp.float32)
@@ -147,6 +158,10 @@ def hidden_states(params, config, tokens, positions=None, attention_mask=None,
   """
   if positions is None:
     positions = default_positions(tokens, attention_mask)
+  if config.is_hybrid:
+    params = _cast(params, config)
+    return hybrid_decoder.hidden_states(params, config, embed(params, config, tokens), positions,
+                                        attention_mask, segment_ids)
   index = jnp.broadcast_to(jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape)
   mask = attention.causal_mask(index, index, attention_mask, segment_ids, segment_ids)
   params = _cast(params, config)
@@ -177,7 +192,9 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
     cache: from kv_cache.init(); its batch size is B.
     positions: [B, T] RoPE positions; default cache["length"][:, None] + t.
     num_new_tokens: [B] int, how many of the T tokens are real in each row (default T); the
-      cache length advances by this much, so padding is overwritten by the next call.
+      cache length advances by this much, so padding is overwritten by the next call. In
+      hybrid models padding also leaves each row's recurrent state and convolution window as
+      they were after its last real token.
   Returns:
     (logits [B, T, V] float32, updated cache)
   """
@@ -186,6 +203,14 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
   query_index = offsets[:, None] + jnp.arange(length, dtype=jnp.int32)  # [B, T]
   if positions is None:
     positions = query_index
+  if config.is_hybrid:
+    if num_new_tokens is None:
+      num_new_tokens = jnp.full((batch_size,), length, jnp.int32)
+    params = _cast(params, config)
+    x, new_cache = hybrid_decoder.forward_with_cache(params, config, embed(params, config, tokens),
+                                                     cache, positions, num_new_tokens)
+    new_cache["length"] = offsets + num_new_tokens
+    return unembed(params, config, x), new_cache
   key_index = jnp.broadcast_to(jnp.arange(cache["key"].shape[2], dtype=jnp.int32),
                                (batch_size, cache["key"].shape[2]))
   mask = attention.causal_mask(query_index, key_index)

@@ -104,10 +104,14 @@ def chunked(query, key, value, log_decay, beta, initial_state=None, resets=None,
     same_segment = segment[:, :, :, None] == segment[:, :, None, :]  # [B, U, I, J]
     connected = segment == 0  # position still reads the state that entered the chunk
 
-  # gamma_i / gamma_j for j <= i in one segment, else 0; masked before exp (no inf, no NaN grad).
+  # gamma_i / gamma_j = exp(g_{j+1} + ... + g_i) for j <= i in one segment, else 0. The sum is
+  # accumulated per column j from token j + 1 on, not as cumulative_i - cumulative_j: with
+  # strong decay those prefix sums reach hundreds and their difference loses the digits that
+  # matter for nearby tokens. Masked before exp (no inf, no NaN gradient).
+  after = jnp.arange(chunk_size)[:, None] > jnp.arange(chunk_size)[None, :]  # [I, J] i > j
+  pair_log = jnp.cumsum(jnp.where(after, jnp.moveaxis(log_decay, -1, 2)[..., :, None], 0.0),
+                        axis=-2)  # [B, U, N, I, J]
   pair_mask = (lower & same_segment)[:, :, None]  # [B, U, 1, I, J]
-  pair_log = (jnp.moveaxis(cumulative, -1, 2)[..., :, None]
-              - jnp.moveaxis(cumulative, -1, 2)[..., None, :])  # [B, U, N, I, J]
   pair_decay = jnp.exp(jnp.where(pair_mask, pair_log, -jnp.inf))
   strict_decay = jnp.where(strictly_lower, pair_decay, 0.0)
 
@@ -124,10 +128,9 @@ def chunked(query, key, value, log_decay, beta, initial_state=None, resets=None,
 
   intra = jnp.einsum("BUINH,BUJNH->BUNIJ", query, key) * pair_decay  # [B, U, N, I, J]
   query_read = jnp.einsum("BUCN,BUCNH->BUNCH", gamma, query)
-  last = cumulative[:, :, -1:, :]  # [B, U, 1, N]
-  to_end = jnp.exp(jnp.where(same_segment[:, :, -1, :, None], last - cumulative, -jnp.inf))
-  key_write = jnp.einsum("BUCN,BUCNH->BUNCH", to_end, key)
-  chunk_decay = jnp.exp(last[:, :, 0]) * connected[:, :, -1, None]  # [B, U, N]
+  to_end = pair_decay[..., -1, :]  # [B, U, N, C]: gamma_C / gamma_j, same segment as C
+  key_write = jnp.einsum("BUNC,BUCNH->BUNCH", to_end, key)
+  chunk_decay = jnp.exp(cumulative[:, :, -1]) * connected[:, :, -1, None]  # [B, U, N]
 
   def step(state, inputs):
     new_values, new_state_keys, intra, query_read, key_write, chunk_decay = inputs

@@ -20,6 +20,24 @@ Name map (i = layer; whale_jax layout in brackets, HF stores Linear weights as [
   model.layers.i.mlp.{gate,up,down}_proj.weight    layers.mlp.{gate,up,down}
   model.norm.weight                         final_norm [D]
   lm_head.weight                            unembedding [D, V] (untied models only)
+
+Qwen3.5 (model_type "qwen3_5"): layer i is stacked in "linear_layers" or "attention_layers" at
+its position among the layers of its kind (see hybrid_decoder.py); all norms keep the
+checkpoint's zero-centered weights. Per layer, besides the norms and MLP above:
+  linear_attn.in_proj_qkv.weight [C, D]       linear_layers.linear_attention.qkv [L, D, C]
+  linear_attn.conv1d.weight [C, 1, W]         .convolution [L, W, C]
+  linear_attn.in_proj_b / in_proj_a.weight    .beta / .decay [L, D, N]
+  linear_attn.dt_bias / A_log [N]             .decay_bias / .log_decay_rate [L, N]
+  linear_attn.in_proj_z.weight [N * E, D]     .output_gate [L, D, N, E]
+  linear_attn.norm.weight [E]                 .norm [L, E]
+  linear_attn.out_proj.weight [D, N * E]      .output [L, N, E, D]
+  self_attn.q_proj.weight [N * 2H, D]         attention_layers.attention.query_and_gate
+                                              [L, D, N, 2, H] (per head: query, then gate)
+  self_attn.{k,v,o}_proj, q_norm, k_norm      as above, under attention_layers.attention
+A vision-language checkpoint (config.json with a text_config, tensors under
+model.language_model.*) loads its text decoder; the vision tower (model.visual.*) and the
+multi-token-prediction head (mtp.*) are skipped with a log message. save_hf writes a text-only
+Qwen3_5ForCausalLM checkpoint.
 """
 import json
 import os
@@ -39,6 +57,8 @@ from whale_jax.parallel import rules as rules_lib
 
 DEFAULT_MAX_SHARD_BYTES = 4 * 1024**3
 _INDEX_FILE = "model.safetensors.index.json"
+_LANGUAGE_MODEL = "model.language_model."
+_SKIPPED_PARTS = {"model.visual.": "vision tower", "mtp.": "multi-token-prediction head"}
 
 
 def hf_layout(config):
@@ -58,6 +78,8 @@ def hf_layout(config):
   def heads_bias(num):  # [num * H] -> [num, H]
     return (lambda w: w.reshape(num, h), lambda w: w.reshape(num * h))
 
+  if config.is_hybrid:
+    return _hybrid_layout(config)
   prefix = "model.layers.{i}."
   layout = {
       ("embedding",): ("model.embed_tokens.weight", *identity),
@@ -92,6 +114,74 @@ def hf_layout(config):
   if not config.tie_embeddings:
     layout[("unembedding",)] = ("lm_head.weight", *transpose)
   return layout
+
+
+def _hybrid_layout(config):
+  """hf_layout() for Qwen3.5; see the module docstring for the names."""
+  d, n, k, h = config.embed_dim, config.num_heads, config.num_kv_heads, config.head_dim
+  value_heads, value_dim = config.linear_num_value_heads, config.linear_value_head_dim
+  identity = (lambda w: w, lambda w: w)
+  transpose = (lambda w: w.T, lambda w: w.T)
+  prefix = "model.layers.{i}."
+  layout = {("embedding",): ("model.embed_tokens.weight", *identity),
+            ("final_norm",): ("model.norm.weight", *identity)}
+  if not config.tie_embeddings:
+    layout[("unembedding",)] = ("lm_head.weight", *transpose)
+  for stack, present in (("linear_layers", config.linear_layer_indices),
+                         ("attention_layers", config.attention_layer_indices)):
+    if present:
+      layout.update({
+          (stack, "attention_norm"): (prefix + "input_layernorm.weight", *identity),
+          (stack, "mlp_norm"): (prefix + "post_attention_layernorm.weight", *identity),
+          (stack, "mlp", "gate"): (prefix + "mlp.gate_proj.weight", *transpose),
+          (stack, "mlp", "up"): (prefix + "mlp.up_proj.weight", *transpose),
+          (stack, "mlp", "down"): (prefix + "mlp.down_proj.weight", *transpose)})
+  if config.linear_layer_indices:
+    linear = ("linear_layers", "linear_attention")
+    prefix_linear = prefix + "linear_attn."
+    layout.update({
+        (*linear, "qkv"): (prefix_linear + "in_proj_qkv.weight", *transpose),
+        (*linear, "convolution"): (prefix_linear + "conv1d.weight", lambda w: w[:, 0, :].T,
+                                   lambda w: w.T[:, None, :]),
+        (*linear, "beta"): (prefix_linear + "in_proj_b.weight", *transpose),
+        (*linear, "decay"): (prefix_linear + "in_proj_a.weight", *transpose),
+        (*linear, "decay_bias"): (prefix_linear + "dt_bias", *identity),
+        (*linear, "log_decay_rate"): (prefix_linear + "A_log", *identity),
+        (*linear, "output_gate"): (prefix_linear + "in_proj_z.weight",
+                                   lambda w: w.T.reshape(d, value_heads, value_dim),
+                                   lambda w: w.reshape(d, value_heads * value_dim).T),
+        (*linear, "norm"): (prefix_linear + "norm.weight", *identity),
+        (*linear, "output"): (prefix_linear + "out_proj.weight",
+                              lambda w: w.T.reshape(value_heads, value_dim, d),
+                              lambda w: w.reshape(value_heads * value_dim, d).T),
+    })
+  if config.attention_layer_indices:
+    full = ("attention_layers", "attention")
+    layout.update({
+        (*full, "query_and_gate"): (prefix + "self_attn.q_proj.weight",
+                                    lambda w: w.T.reshape(d, n, 2, h),
+                                    lambda w: w.reshape(d, n * 2 * h).T),
+        (*full, "key"): (prefix + "self_attn.k_proj.weight", lambda w: w.T.reshape(d, k, h),
+                         lambda w: w.reshape(d, k * h).T),
+        (*full, "value"): (prefix + "self_attn.v_proj.weight", lambda w: w.T.reshape(d, k, h),
+                           lambda w: w.reshape(d, k * h).T),
+        (*full, "output"): (prefix + "self_attn.o_proj.weight", lambda w: w.T.reshape(n, h, d),
+                            lambda w: w.reshape(n * h, d).T),
+        (*full, "query_norm"): (prefix + "self_attn.q_norm.weight", *identity),
+        (*full, "key_norm"): (prefix + "self_attn.k_norm.weight", *identity),
+    })
+  return layout
+
+
+def stacked_layer_indices(config, path):
+  """HF layer indices of a stacked params path, in stack order; None for unstacked params."""
+  if path[0] == "layers":
+    return tuple(range(config.num_layers))
+  if path[0] == "linear_layers":
+    return config.linear_layer_indices
+  if path[0] == "attention_layers":
+    return config.attention_layer_indices
+  return None
 
 
 def _get_path(tree, path):
@@ -157,10 +247,14 @@ class _TensorReader:
     self.weight_map = weight_map
     # Checkpoints of the bare model (no LM head wrapper) lack the "model." prefix.
     self.prefix_strip = not any(key.startswith("model.") for key in weight_map)
+    # Vision-language checkpoints keep the text decoder under "model.language_model.".
+    self.language_model = any(key.startswith(_LANGUAGE_MODEL) for key in weight_map)
 
   def location(self, name):
     """(file, name in file) of a tensor, or raises naming what is missing."""
     key = name[len("model."):] if self.prefix_strip and name.startswith("model.") else name
+    if self.language_model and key.startswith("model."):
+      key = _LANGUAGE_MODEL + key[len("model."):]
     if key not in self.weight_map:
       raise ValueError(f"Tensor {name!r} is missing from the checkpoint in {self.path} "
                        f"(files: {', '.join(self.files)}).")
@@ -180,9 +274,10 @@ def _check_shapes(reader, config, layout, shapes):
   expected = {}
   for path, (name, _, to_hf) in layout.items():
     shape = _get_path(shapes, path).shape
-    if path[0] == "layers":
+    indices = stacked_layer_indices(config, path)
+    if indices is not None:
       shape = shape[1:]
-      names = [name.format(i=i) for i in range(config.num_layers)]
+      names = [name.format(i=i) for i in indices]
     else:
       names = [name]
     hf_shape = jax.eval_shape(to_hf, jax.ShapeDtypeStruct(shape, np.float32)).shape
@@ -226,9 +321,15 @@ def load_hf(path, dtype="float32", mesh=None, rules=None, compute_dtype=None, **
   layout = hf_layout(config)
   shapes = decoder_shapes(config)
   expected = _check_shapes(reader, config, layout, shapes)
-  ignored = sorted(key for key in reader.weight_map
-                   if ("model." + key if reader.prefix_strip else key) not in expected)
+  used = {reader.location(name)[1] for name in expected}
+  ignored = sorted(key for key in reader.weight_map if key not in used)
   ignored = [key for key in ignored if not key.endswith("rotary_emb.inv_freq")]
+  for part_prefix, part in _SKIPPED_PARTS.items():
+    skipped = [key for key in ignored if key.startswith(part_prefix)]
+    if skipped:
+      logging.warning("load_hf(%s): loading the text decoder only; skipping the %s (%d tensors "
+                      "under %s*).", path, part, len(skipped), part_prefix)
+      ignored = [key for key in ignored if not key.startswith(part_prefix)]
   if ignored and not (ignored == ["lm_head.weight"] and config.tie_embeddings):
     logging.warning("load_hf(%s): ignoring %d tensors not used by whale_jax: %s", path,
                     len(ignored), ", ".join(ignored[:8]) + (" ..." if len(ignored) > 8 else ""))
@@ -243,15 +344,15 @@ def load_hf(path, dtype="float32", mesh=None, rules=None, compute_dtype=None, **
       sharding = SingleDeviceSharding(jax.local_devices()[0])
     else:
       sharding = NamedSharding(mesh, rules_lib.spec(_get_path(axes, tree_path), rules))
-    stacked = tree_path[0] == "layers"
+    layer_indices = stacked_layer_indices(config, tree_path)
     memo = {}
 
-    def callback(index, name=name, to_whale=to_whale, stacked=stacked, shape=shape,
+    def callback(index, name=name, to_whale=to_whale, layer_indices=layer_indices, shape=shape,
                  target_dtype=target_dtype, memo=memo):
       key = tuple((s.start, s.stop, s.step) for s in index)
       if key not in memo:
-        if stacked:
-          layers = range(*index[0].indices(shape[0]))
+        if layer_indices is not None:
+          layers = [layer_indices[j] for j in range(*index[0].indices(shape[0]))]
           pieces = [to_whale(reader.read(name.format(i=i)))[index[1:]] for i in layers]
           memo[key] = np.stack(pieces).astype(target_dtype)
         else:
@@ -290,9 +391,9 @@ def save_hf(path, config, params, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES, dtype
   shards, current, current_bytes = [], {}, 0
   for tree_path, (name, _, to_hf) in layout.items():
     array = _get_path(params, tree_path)
-    count = config.num_layers if tree_path[0] == "layers" else 1
-    for i in range(count):
-      tensor = _host_array(array[i] if tree_path[0] == "layers" else array)
+    layer_indices = stacked_layer_indices(config, tree_path)
+    for position, i in enumerate(layer_indices if layer_indices is not None else [0]):
+      tensor = _host_array(array[position] if layer_indices is not None else array)
       tensor = np.ascontiguousarray(to_hf(tensor).astype(dtype))
       if current and current_bytes + tensor.nbytes > max_shard_bytes:
         shards.append(current)

@@ -1,26 +1,71 @@
-"""The key/value cache for decoding: one buffer per tensor with all layers stacked.
+"""The decoding cache: one buffer per tensor with all layers (of one kind) stacked.
 
 Shape letters: L layers, B batch, S cache capacity, T new tokens, K key/value heads, H head dim.
   {"key": [L, B, S, K, H], "value": [L, B, S, K, H], "length": [B] int32 filled slots}
 Slot s of row b holds the token at index s of that row's sequence. New tokens are scattered
 straight into the stacked buffers, so inside a jitted decode loop the update is in place.
+
+Hybrid models (config.is_hybrid, Qwen3.5) keep key/value only for their L_full full-attention
+layers and add, for their L_linear Gated DeltaNet layers (W convolution width, C convolution
+channels, N value heads, H' key head dim, E value head dim):
+  "convolution_window": [L_linear, B, W - 1, C]  the last W - 1 convolution inputs of each row
+  "recurrent_state":    [L_linear, B, N, H', E]  float32
+These summarize the whole prefix of a row, whatever "length" is.
+
+Convention: every leaf except "length" has the layer on axis 0 and the batch row on axis 1,
+and "length" has the batch on axis 0. A sampler can therefore copy, gather or insert rows of
+any model's cache generically (e.g. jax.tree.map over the leaves with the batch axis taken
+from that rule) without knowing which entries it holds. An empty row (length 0) must have
+zeros in every leaf: a recurrent state is not reset by writing at slot 0.
 """
 import jax
 import jax.numpy as jnp
 
 
 def init(config, batch_size, max_length, dtype=None):
-  """An empty cache for batch_size rows of up to max_length tokens each."""
-  shape = (config.num_layers, batch_size, max_length, config.num_kv_heads, config.head_dim)
+  """An empty cache for batch_size rows of up to max_length tokens each.
+
+  dtype applies to key/value and the convolution window (default config.compute_dtype); the
+  recurrent state of hybrid models is always float32.
+  """
   dtype = dtype or config.compute_jnp_dtype
-  return {"key": jnp.zeros(shape, dtype), "value": jnp.zeros(shape, dtype),
-          "length": jnp.zeros((batch_size,), jnp.int32)}
+  cache = {"length": jnp.zeros((batch_size,), jnp.int32)}
+  num_attention_layers = len(config.attention_layer_indices)
+  if num_attention_layers:
+    shape = (num_attention_layers, batch_size, max_length, config.num_kv_heads, config.head_dim)
+    cache.update(key=jnp.zeros(shape, dtype), value=jnp.zeros(shape, dtype))
+  num_linear_layers = len(config.linear_layer_indices)
+  if num_linear_layers:
+    cache["convolution_window"] = jnp.zeros(
+        (num_linear_layers, batch_size, config.linear_conv_width - 1,
+         config.linear_conv_channels), dtype)
+    cache["recurrent_state"] = jnp.zeros(
+        (num_linear_layers, batch_size, config.linear_num_value_heads,
+         config.linear_key_head_dim, config.linear_value_head_dim), jnp.float32)
+  return cache
 
 
-def logical_axes():
-  """Logical axis names of the cache tree (for sharding)."""
+def layer_leaves(config):
+  """Names of the cache leaves stacked per layer (all but "length"), for this config."""
+  names = ()
+  if config.attention_layer_indices:
+    names += ("key", "value")
+  if config.linear_layer_indices:
+    names += ("convolution_window", "recurrent_state")
+  return names
+
+
+def logical_axes(config=None):
+  """Logical axis names of the cache tree (for sharding); config is needed for hybrid models."""
   names = ("layers", "batch", "cache_length", "kv_heads", "head_dim")
-  return {"key": names, "value": names, "length": ("batch",)}
+  axes = {"key": names, "value": names, "length": ("batch",)}
+  if config is not None and config.is_hybrid:
+    axes = {name: axes[name] for name in ("length",) + layer_leaves(config) if name in axes}
+    if config.linear_layer_indices:
+      axes["convolution_window"] = ("layers", "batch", "conv_width", "linear_channels")
+      axes["recurrent_state"] = ("layers", "batch", "linear_heads", "linear_key_head_dim",
+                                 "head_dim")
+  return axes
 
 
 def write_layer(keys, values, layer, slots, key, value):

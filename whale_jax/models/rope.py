@@ -9,9 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def inverse_frequencies(config) -> np.ndarray:
-  """[H // 2] float32 inverse frequencies, scaled per config.rope_type."""
-  head_dim = config.head_dim
+def inverse_frequencies(config, rotary_dim=None) -> np.ndarray:
+  """[R // 2] float32 inverse frequencies, scaled per config.rope_type.
+
+  R = rotary_dim, the number of rotated dims (default config.head_dim, the whole head).
+  """
+  head_dim = rotary_dim or config.head_dim
   exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / head_dim
   inverse = (1.0 / (np.float32(config.rope_theta) ** exponents)).astype(np.float32)
   if config.rope_type == "default":
@@ -28,9 +31,9 @@ def inverse_frequencies(config) -> np.ndarray:
   return np.where(is_medium, blended, scaled).astype(np.float32)
 
 
-def sin_cos(config, positions):
-  """positions [B, T] int -> (sin, cos), each [B, T, H] float32."""
-  inverse = jnp.asarray(inverse_frequencies(config))
+def sin_cos(config, positions, rotary_dim=None):
+  """positions [B, T] int -> (sin, cos), each [B, T, R] float32 (R = rotary_dim or H)."""
+  inverse = jnp.asarray(inverse_frequencies(config, rotary_dim))
   angles = positions.astype(jnp.float32)[..., None] * inverse  # [B, T, H/2]
   angles = jnp.concatenate([angles, angles], axis=-1)
   return jnp.sin(angles), jnp.cos(angles)

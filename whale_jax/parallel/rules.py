@@ -17,6 +17,7 @@ TRAIN_RULES = {
     "kv_heads": "tensor",
     "mlp": "tensor",
     "vocab": "tensor",
+    "linear_heads": "tensor",  # value heads of Qwen3.5's linear-attention layers
 }
 SAMPLE_RULES = {**TRAIN_RULES, "embed": None}  # weights unsharded over fsdp at decode time
 
