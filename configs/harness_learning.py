@@ -1,0 +1,140 @@
+r"""Harness Learning: train a proposer to revise a frozen solver's harness, then adapt it on a
+held-out task (SPEC 3; whale_jax/algorithms/harness_learning.py).
+
+Paper settings (Reasoning Gym): proposer = solver = Qwen3.5-4B, SEARCH/REPLACE patches; SFT
+on teacher demonstrations (teacher Qwen3.6-35B-A3B, served at an OpenAI-compatible endpoint,
+plus the edit library) over 21 categories, then GRPO over K = 8 candidates per context on 5
+of them, reward = score + (0.05 parses, 0.10 applies, up to 0.15 x completed runs; cap 0.30).
+Test-time adaptation on an unseen category: the same 25 problems give diagnostics and select
+candidates, 75 problems are the test; 1 candidate per round for up to 5 rounds, kept only on
+strict improvement (and the best-of-8 rule beside it), after the base, SFT and GRPO stages.
+The category lists are choices (the paper does not list them). Healthy run: GRPO parse and
+apply rates near 1 within the first tens of steps, and the adapted harness's test mean at or
+above the seed harness's (the paper: seed ~0.49, SFT ~0.49, RL 0.62 on unseen categories).
+
+Variant "qa" (multi-hop QA): whole programs (<= 200 lines; +0.10 when executable, else 0),
+no SFT, GRPO on HotpotQA with proposer Qwen3-4B and solver Qwen3-8B; adaptation on MuSiQue:
+6 development problems sampled per round for feedback, 64 disjoint ones score 8 candidates per
+round for 10 rounds, the best runnable kept; ~300 test problems. Question files and the
+retrieval server are the researcher's (see whale_jax/tasks/searchqa_domain.py).
+
+  python -m whale_jax.main --config=configs/harness_learning.py --workdir=gs://BUCKET/hl/maze
+  python -m whale_jax.main --config=configs/harness_learning.py:sudoku --workdir=...  # held out
+  python -m whale_jax.main --config=configs/harness_learning.py:qa --workdir=...
+  python -m whale_jax.main --config=configs/harness_learning.py:smoke --workdir=/tmp/hl  # CPU
+"""
+import ml_collections
+
+from configs import presets
+
+SFT_DATASETS = (
+    "basic_arithmetic", "chain_sum", "leg_counting", "letter_counting", "spell_backward",
+    "word_sorting", "number_sorting", "gcd", "lcm", "prime_factorization", "base_conversion",
+    "caesar_cipher", "count_bits", "fraction_simplification", "decimal_arithmetic",
+    "simple_equations", "word_sequence_reversal", "palindrome_generation", "rotate_matrix",
+    "shortest_path", "mini_sudoku")
+GRPO_DATASETS = ("chain_sum", "letter_counting", "number_sorting", "caesar_cipher",
+                 "shortest_path")
+HELD_OUT_DATASETS = (
+    "maze", "sudoku", "n_queens", "game_of_life", "tower_of_hanoi", "word_ladder", "countdown",
+    "puzzle24", "cryptarithm", "futoshiki", "kakurasu", "graph_color", "course_schedule",
+    "binary_matrix", "spiral_matrix", "rotten_oranges", "largest_island",
+    "polynomial_multiplication", "time_intervals", "calendar_arithmetic", "number_filtering")
+HARD_HELD_OUT_DATASETS = ("knight_swap", "letter_jumble", "modulo_grid", "sokoban", "ab")
+TEACHER = dict(proposer="openai", base_url="http://localhost:8001/v1",
+               model="Qwen/Qwen3.6-35B-A3B", api_key_env="",
+               sampling=dict(max_tokens=4096, temperature=1.0))
+REWARD = dict(parsed=0.05, applied=0.10, completed=0.15, cap=0.30, program=0.10, max_lines=200,
+              min_completed_fraction=1.0)
+
+
+def _reasoning_gym(config, held_out):
+  config.model = dict(source="hf", path="checkpoints/Qwen/Qwen3.5-4B", dtype="bfloat16")
+  config.domain = dict(name=f"reasoning_gym:{held_out}", seed=0,
+                       split_sizes={"weight": 256, "harness": 25, "validation": 25,
+                                    "test": 75})
+  config.harness_learning = dict(
+      kind="patch", proposer_model={}, proposer_tokenizer="", proposer_training={},
+      proposer_sampling=dict(max_tokens=4096, temperature=1.0),
+      teachers=(TEACHER, dict(proposer="edit_library")),
+      sft_domains=tuple(f"reasoning_gym:{name}" for name in SFT_DATASETS),
+      grpo_domains=tuple(f"reasoning_gym:{name}" for name in GRPO_DATASETS),
+      demonstration_contexts=84, teacher_candidates=8, sft_epochs=2,
+      grpo_steps=200, contexts_per_step=8, num_candidates=8,
+      diagnostic_size=8, scoring_size=16, multi_step=False,
+      selection_rules=("strict", "best_of"), strict_rounds=5, best_of_rounds=5,
+      best_of_candidates=8, adaptation_diagnostic_size=0,
+      adapt_stages=("base", "sft", "grpo"), context_budget_tokens=16_000, reward=REWARD)
+
+
+def _multi_hop_qa(config):
+  config.model = dict(source="hf", path="checkpoints/Qwen/Qwen3-8B", dtype="bfloat16")
+  config.domain = dict(name="searchqa", questions=["data/musique/dev.parquet"],
+                       split_questions={"test": ["data/musique/test.parquet"]},
+                       retrieval_urls=["http://localhost:8000/retrieve"],
+                       split_sizes={"weight": 0, "harness": 64, "validation": 436,
+                                    "test": 300})
+  hotpotqa = dict(name="searchqa", questions=["data/hotpotqa/train.parquet"],
+                  retrieval_urls=["http://localhost:8000/retrieve"],
+                  split_sizes={"weight": -1, "harness": 0, "validation": 0, "test": 0})
+  config.harness_learning = dict(
+      kind="program",
+      proposer_model=dict(source="hf", path="checkpoints/Qwen/Qwen3-4B", dtype="bfloat16"),
+      proposer_tokenizer="", proposer_training={},
+      proposer_sampling=dict(max_tokens=4096, temperature=1.0),
+      teachers=(), sft_domains=(), grpo_domains=(hotpotqa,),
+      demonstration_contexts=0, teacher_candidates=8, sft_epochs=2,
+      grpo_steps=200, contexts_per_step=8, num_candidates=8,
+      diagnostic_size=6, scoring_size=64, multi_step=False,
+      selection_rules=("best_of", "strict"), strict_rounds=10, best_of_rounds=10,
+      best_of_candidates=8, adaptation_diagnostic_size=6,
+      adapt_stages=("base", "grpo"), context_budget_tokens=16_000, reward=REWARD)
+
+
+def get_config(arg: str = ""):
+  args = set(arg.split(",")) if arg else set()
+  config = ml_collections.ConfigDict()
+  config.recipe = "harness_learning"
+  config.tokenizer = ""
+  if "qa" in args:
+    _multi_hop_qa(config)
+  else:
+    named = [name for name in HELD_OUT_DATASETS + HARD_HELD_OUT_DATASETS if name in args]
+    _reasoning_gym(config, named[0] if named else HELD_OUT_DATASETS[0])
+  config.sampling = presets.paper_sampling()
+  config.eval_sampling = dict()
+  config.training = dict(optimizer=dict(learning_rate=1e-6, warmup_steps=0),
+                         row_length=20_480, samples_per_step=32, num_microbatches=8,
+                         sampler=dict(max_slots=256, steps_per_call=64,
+                                      max_cache_length=20_480))
+  config.loop = dict(seed=0, eval_num_samples=1, advantage_normalization="mean_std",
+                     filter_zero_advantage=True, checkpoint_every_steps=5)
+  config.search = dict(proposer="edit_library")  # unused: the trained proposer proposes
+  config.runtime = dict(num_workers=256, timeout_seconds=600.0)
+  config.mesh = dict(data=-1, fsdp=8, tensor=1)
+  if "smoke" in args:
+    smoke(config)
+  return config
+
+
+def smoke(config):
+  """A CPU run of about a minute: tiny random solver and proposer (byte tokenizer), chain_sum
+  tasks, the edit library as teacher, one GRPO step, one round of each selection rule. The
+  random proposer's replies rarely parse, so rewards are mostly 0 and GRPO trains on zero
+  advantages (filter_zero_advantage off)."""
+  config.domain = dict(name="reasoning_gym:chain_sum")
+  presets.smoke(config)
+  config.harness_learning.update(
+      proposer_model=dict(presets.tiny_model(), seed=1), proposer_tokenizer="byte",
+      proposer_training=dict(optimizer=dict(learning_rate=1e-3, warmup_steps=0),
+                             row_length=3072, samples_per_step=8,
+                             sampler=dict(max_slots=8, steps_per_call=16,
+                                          max_cache_length=3072)),
+      proposer_sampling=dict(max_tokens=32, temperature=1.0),
+      teachers=(dict(proposer="edit_library"),), sft_domains=(), grpo_domains=(),
+      demonstration_contexts=2, teacher_candidates=2, sft_epochs=1, grpo_steps=1,
+      contexts_per_step=1, num_candidates=2, diagnostic_size=2, scoring_size=2,
+      strict_rounds=1, best_of_rounds=1, best_of_candidates=2, adaptation_diagnostic_size=0,
+      adapt_stages=("grpo",), context_budget_tokens=2800)
+  config.loop.update(filter_zero_advantage=False, checkpoint_every_steps=1)
+  return config

@@ -1,0 +1,740 @@
+"""Harness Learning (SPEC 3): a trained proposer revises the harness of a frozen solver.
+
+  summary = run_harness_learning(run, config)     # experiment.run_recipe("harness_learning")
+
+The solver (run.policy) is never trained; it serves every harness episode through
+run.runtime. The proposer is a second Policy named "proposer", built from
+config.harness_learning.proposer_model (the layout of config.model; empty: a copy of the
+solver's weights) with its own tokenizer (proposer_tokenizer; empty: the model directory's,
+or the solver's for a copy) and training options (proposer_training: PolicyConfig fields;
+empty: config.training). One revision step (context, judging, reward) is harness_revision.py.
+
+Phases, in order (run.state["phase"]); "adapt_<stage>" follows each stage in adapt_stages:
+  adapt_base      (optional) test-time adaptation with the untrained proposer.
+  demonstrations  on demonstration_contexts contexts from the SFT domains every teacher
+                  (teachers: proposer sections as in config.search, i.e. the edit library
+                  and/or an OpenAI-compatible model) proposes teacher_candidates revisions;
+                  each is judged, and those whose scoring mean is strictly above the current
+                  harness's become (context prompt -> teacher reply) pairs, kept in
+                  workdir/harness_learning/demonstrations.jsonl.
+  sft             proposer.train(pairs, "rsft", sft_epochs): NLL on the reply tokens only.
+  grpo            grpo_steps steps; each takes contexts_per_step contexts from the GRPO
+                  domains, samples K = num_candidates replies per context (one request, one
+                  shared prefill), rewards each (harness_revision.reward), forms
+                  group-relative advantages (run.loop.advantage_normalization; groups whose
+                  advantages are all zero are dropped when run.loop.filter_zero_advantage)
+                  and trains proposer.train(samples, "grpo") against the sampler's logprobs.
+  adapt_<stage>   test-time adaptation on run.domain with the proposer frozen, once per
+                  selection rule, each from the seed harness:
+                    strict   strict_rounds rounds of 1 candidate, kept only when its scoring
+                             mean is strictly above the current harness's (Reasoning Gym);
+                    best_of  best_of_rounds rounds of best_of_candidates candidates; the
+                             highest-scoring runnable one is kept even when worse, the current
+                             harness only when none is runnable (multi-hop QA).
+                  Each adapted harness gets its test mean@k (loop.evaluate_test); the seed
+                  harness's is measured before the first phase.
+
+Tasks: a training context draws diagnostic_size diagnostic and scoring_size scoring tasks
+(disjoint; diagnostic_size 0 lets the scoring tasks serve as diagnostics) from the weight
+split of one training domain, the domains taken in turn (sft_domains, grpo_domains: domain
+names built with config.domain's seed and split_sizes, or whole domain sections; empty =
+run.domain), seeded by (seed, phase, context index). Its current harness is the domain's
+seed harness or, with multi_step, the last candidate that beat its context's current harness
+on that domain in this phase. Test-time adaptation scores candidates on run.domain's harness
+split; its diagnostics are those same tasks (adaptation_diagnostic_size 0) or
+adaptation_diagnostic_size tasks drawn per round from the validation split. Only
+loop.evaluate_test reads the test split.
+
+Accounting: every solver episode of the demonstrations, GRPO and adaptation (diagnostics,
+the current harness's scoring, candidates) counts as "harness"; test evaluations count as
+"evaluation". Proposer tokens are logged apart (proposer_prompt_tokens,
+proposer_completion_tokens) and are no rollouts. Metrics rows: phase "proposer" for
+demonstrations, SFT and GRPO, "harness" for adaptation rounds.
+
+Resuming: save() writes the proposer's train state with orbax under
+workdir/proposer_checkpoints, at the step number the loop checkpoint is about to take, then
+calls loop.checkpoint(run); a restart restores the proposer at the loop checkpoint's step.
+Checkpoints follow every phase, every run.loop.checkpoint_every_steps GRPO steps and every
+adaptation round. A killed run redoes what followed its last checkpoint: the demonstrations
+phase from its start; GRPO steps and adaptation rounds with the same seeds (proposer samples
+are seeded by (seed, phase, step, context)), so the replay makes the same choices.
+
+Departures from the paper:
+  - A run adapts on one held-out domain (run.domain); the paper averages 21 unseen Reasoning
+    Gym categories (one run per category here).
+  - The proposer prompt is whale_jax's (search/context.py's instructions and episode
+    rendering, plus a line asking for the format); the paper's prompt and execution-report
+    format are unknown.
+  - The default teacher is the edit library; the paper's 432 demonstrations came from
+    Qwen3.6-35B-A3B (configure an OpenAI-compatible teacher for that).
+  - Patch mode: "parses" = at least one SEARCH/REPLACE block and every block closed; a patch
+    that changes nothing does not count as applied; the completion bonus counts scoring
+    episodes that ended "ok" (infra errors are retried once first).
+  - Program mode: "completes the evaluation run" = every scoring episode ended "ok"
+    (reward.min_completed_fraction); an unchanged program earns nothing.
+  - multi_step carries the last improving candidate forward per domain within a phase, a
+    simple form of the paper's multi-step data; both regimes reward only the immediate
+    revision, as the paper does.
+  - GRPO hyper-parameters (learning rate, KL, clipping, batch, steps) and the training task
+    lists are not in the paper; the configs' values are choices.
+"""
+import dataclasses
+import json
+import os
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tqdm
+
+from whale_jax import tasks
+from whale_jax.algorithms import experiment
+from whale_jax.algorithms import harness_revision
+from whale_jax.algorithms import loop
+from whale_jax.algorithms import policy as policy_lib
+from whale_jax.algorithms import rollouts as rollouts_lib
+from whale_jax.algorithms import run_log
+from whale_jax.harness import Harness
+from whale_jax.parallel import rules
+from whale_jax.sampling import SamplingParams
+from whale_jax.search import candidate_check
+from whale_jax.search import evaluation as search_evaluation
+from whale_jax.search import proposal as proposal_lib
+from whale_jax.tokenization import load_tokenizer
+from whale_jax.train import checkpoint as checkpoint_lib
+from whale_jax.train import grpo as grpo_lib
+from whale_jax.train import train_state
+
+SELECTION_RULES = ("strict", "best_of")
+STAGES = ("base", "sft", "grpo")
+CHAT_TEMPLATE_MARGIN_TOKENS = 64
+DEMONSTRATIONS_FILE = "demonstrations.jsonl"
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessLearningConfig:
+  """config.harness_learning keys (see the module docstring)."""
+  kind: str = "patch"                  # "patch" (Reasoning Gym) or "program" (multi-hop QA)
+  proposer_model: dict = dataclasses.field(default_factory=dict)
+  proposer_tokenizer: str = ""
+  proposer_training: dict = dataclasses.field(default_factory=dict)
+  proposer_sampling: dict = dataclasses.field(
+      default_factory=lambda: {"max_tokens": 4096, "temperature": 1.0})
+  teachers: tuple = ({"proposer": "edit_library"},)
+  sft_domains: tuple = ()
+  grpo_domains: tuple = ()
+  demonstration_contexts: int = 32
+  teacher_candidates: int = 8
+  sft_epochs: int = 2
+  grpo_steps: int = 100
+  contexts_per_step: int = 4
+  num_candidates: int = 8              # K replies per GRPO context
+  diagnostic_size: int = 8
+  scoring_size: int = 16
+  multi_step: bool = False
+  selection_rules: tuple = SELECTION_RULES
+  strict_rounds: int = 5
+  best_of_rounds: int = 10
+  best_of_candidates: int = 8
+  adaptation_diagnostic_size: int = 0
+  adapt_stages: tuple = ("grpo",)
+  context_budget_tokens: int = 16_000
+  reward: dict = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    for name in ("teachers", "sft_domains", "grpo_domains", "selection_rules", "adapt_stages"):
+      value = getattr(self, name)
+      object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+    if self.kind not in harness_revision.KINDS:
+      raise ValueError(f"config.harness_learning.kind={self.kind!r}; use 'patch' "
+                       "(SEARCH/REPLACE blocks) or 'program' (whole programs).")
+    for rule in self.selection_rules:
+      if rule not in SELECTION_RULES:
+        raise ValueError(f"config.harness_learning.selection_rules has {rule!r}; use "
+                         f"{SELECTION_RULES}.")
+    for stage in self.adapt_stages:
+      if stage not in STAGES:
+        raise ValueError(f"config.harness_learning.adapt_stages has {stage!r}; use stages "
+                         f"of {STAGES}.")
+    if "sft" in self.adapt_stages and not self.sft_enabled:
+      raise ValueError("config.harness_learning.adapt_stages asks to adapt after SFT, but SFT "
+                       "is off (no teachers or demonstration_contexts=0); drop 'sft' from "
+                       "adapt_stages or configure teachers.")
+    if "grpo" in self.adapt_stages and self.grpo_steps < 1:
+      raise ValueError("config.harness_learning.adapt_stages asks to adapt after GRPO, but "
+                       "grpo_steps=0; drop 'grpo' from adapt_stages or set grpo_steps.")
+    if self.num_candidates < 2 and self.grpo_steps:
+      raise ValueError(f"config.harness_learning.num_candidates={self.num_candidates}; GRPO "
+                       "compares candidates within a group, so use at least 2 (the paper: 8).")
+    if self.scoring_size < 1:
+      raise ValueError(f"config.harness_learning.scoring_size={self.scoring_size} must be >= "
+                       "1.")
+
+  @property
+  def sft_enabled(self):
+    return bool(self.teachers) and self.demonstration_contexts > 0
+
+  @property
+  def rewards(self):
+    return harness_revision.RewardConfig(**self.reward)
+
+
+def phases(hl_config):
+  """The phase sequence of a run (see the module docstring)."""
+  sequence = []
+  if "base" in hl_config.adapt_stages:
+    sequence.append("adapt_base")
+  if hl_config.sft_enabled:
+    sequence += ["demonstrations", "sft"] + (["adapt_sft"] if "sft" in hl_config.adapt_stages
+                                             else [])
+  if hl_config.grpo_steps:
+    sequence += ["grpo"] + (["adapt_grpo"] if "grpo" in hl_config.adapt_stages else [])
+  return sequence
+
+
+# ---- The proposer model -------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Proposer:
+  """The proposer under training: its Policy, tokenizer, sampling and checkpoints."""
+  policy: object
+  tokenizer: object
+  sampling: SamplingParams
+  manager: object = None
+
+  def close(self):
+    if self.manager is not None:
+      checkpoint_lib.close(self.manager)
+    self.policy.close()
+
+
+def _section(config, name):
+  value = config.get(name) if hasattr(config, "get") else None
+  if value is None:
+    return {}
+  return value.to_dict() if hasattr(value, "to_dict") else dict(value)
+
+
+def build_proposer(run, config, hl_config):
+  """The proposer Policy of config.harness_learning, beside the solver on its mesh."""
+  mesh = run.policy.mesh
+  training = dict(hl_config.proposer_training) or _section(config, "training")
+  if hl_config.proposer_model:
+    model_config, params, model_dir = experiment.load_model(hl_config.proposer_model, mesh)
+    if not hl_config.proposer_tokenizer and model_dir is None:
+      raise ValueError("config.harness_learning.proposer_model has no directory to take a "
+                       "tokenizer from; set config.harness_learning.proposer_tokenizer (e.g. "
+                       "'byte').")
+    tokenizer = experiment.load_run_tokenizer(hl_config.proposer_tokenizer, model_dir)
+  else:
+    model_config = run.policy.model_config
+    params = jax.tree.map(jnp.copy, run.policy.params)  # the train step donates its state
+    tokenizer = (load_tokenizer(hl_config.proposer_tokenizer) if hl_config.proposer_tokenizer
+                 else run.tokenizer)
+  policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
+                             policy_lib.PolicyConfig(**training), name="proposer")
+  manager = None
+  if run.manager is not None:
+    manager = checkpoint_lib.make_manager(os.path.join(run.workdir, "proposer_checkpoints"),
+                                          max_to_keep=2)
+  proposer = Proposer(policy, tokenizer, SamplingParams(**hl_config.proposer_sampling),
+                      manager)
+  _check_capacity(hl_config, proposer)
+  return proposer
+
+
+def _check_capacity(hl_config, proposer):
+  needed = (hl_config.context_budget_tokens + proposer.sampling.max_tokens +
+            CHAT_TEMPLATE_MARGIN_TOKENS)
+  limits = (("sampler max_cache_length", proposer.policy.sampler.engine.max_cache_length,
+             "proposer_training.sampler.max_cache_length"),
+            ("row_length", proposer.policy.config.row_length, "proposer_training.row_length"))
+  for what, limit, key in limits:
+    if needed > limit:
+      raise ValueError(
+          f"config.harness_learning.context_budget_tokens={hl_config.context_budget_tokens} "
+          f"plus proposer_sampling.max_tokens={proposer.sampling.max_tokens} (and "
+          f"{CHAT_TEMPLATE_MARGIN_TOKENS} for the chat template) needs {needed} tokens, but "
+          f"the proposer's {what} is {limit}. Lower those two, or raise "
+          f"config.harness_learning.{key} to at least {needed}.")
+
+
+def save(run, proposer):
+  """Saves the proposer at the step the loop checkpoint takes next, then the loop checkpoint."""
+  if run.manager is None:
+    return
+  step = run.state.get("saves", 0) + 1
+  if proposer.manager is not None:
+    if step in checkpoint_lib.all_steps(proposer.manager):  # written before a kill
+      proposer.manager.delete(step)
+    checkpoint_lib.save(proposer.manager, step, proposer.policy.state)
+  loop.checkpoint(run)
+
+
+def restore_proposer(run, proposer):
+  """Restores the proposer saved with the loop's checkpoint; False when there is none."""
+  step = run.state.get("saves", 0)
+  if proposer.manager is None or not step:
+    return False
+  if step not in checkpoint_lib.all_steps(proposer.manager):
+    raise FileNotFoundError(
+        f"The loop checkpoint of {run.workdir} is save {step}, but "
+        f"{proposer.manager.directory} has proposer steps "
+        f"{checkpoint_lib.all_steps(proposer.manager)}; restore that directory or start the "
+        "run in a new workdir.")
+  abstract = train_state.abstract(proposer.policy.model_config, proposer.policy.optimizer,
+                                  proposer.policy.mesh, rules.TRAIN_RULES)
+  state, _ = checkpoint_lib.restore(proposer.manager, abstract, step)
+  proposer.policy.set_state(state)
+  logging.info("Restored the proposer at save %d (%d updates).", step,
+               proposer.policy.num_updates)
+  return True
+
+
+def _propose(run, proposer, context, n, key):
+  """(prompt ids, n Completions) sampled from the proposer for one context."""
+  prompt = harness_revision.prompt_ids(proposer.tokenizer, context.messages)
+  seed = rollouts_lib.episode_seed(run.loop.seed, ("proposer",) + tuple(key), "", 0)
+  completions = proposer.policy.sampler.submit(
+      prompt, proposer.sampling.replace(n=n, seed=seed)).result()
+  return prompt, completions
+
+
+# ---- Tasks and contexts -------------------------------------------------------------------
+
+def training_domains(run, config, entries):
+  """The Domains named by sft_domains / grpo_domains (empty: [run.domain])."""
+  if not entries:
+    return [run.domain]
+  base = _section(config, "domain")
+  domains = []
+  for entry in entries:
+    if isinstance(entry, str):
+      options = {name: base[name] for name in ("seed", "split_sizes") if name in base}
+      domains.append(run.domain if entry == run.domain.name else
+                     tasks.get_domain(entry, **options))
+    else:
+      section = dict(entry)
+      domains.append(tasks.get_domain(section.pop("name"), **section))
+  return domains
+
+
+def training_tasks(run, hl_config, domain, phase, index):
+  """(diagnostic, scoring) instances of training context `index` of a phase."""
+  pool = domain.splits()["weight"]
+  needed = hl_config.diagnostic_size + hl_config.scoring_size
+  if len(pool) < needed:
+    raise ValueError(f"Domain {domain.name} has {len(pool)} weight-split instances; a "
+                     f"training context needs diagnostic_size + scoring_size = {needed}. "
+                     "Lower config.harness_learning.diagnostic_size/scoring_size or raise the "
+                     "domain's split_sizes['weight'].")
+  seed = rollouts_lib.episode_seed(run.loop.seed, (phase,), domain.name, index)
+  order = np.random.default_rng(seed).permutation(len(pool))
+  scoring = [pool[i] for i in order[:hl_config.scoring_size]]
+  diagnostic = [pool[i] for i in order[hl_config.scoring_size:needed]] or scoring
+  return diagnostic, scoring
+
+
+def _evaluate(run, domain):
+  return search_evaluation.make_evaluate(run.runtime, domain, run.sampling,
+                                         weights_id=run.policy.weights_id)
+
+
+def _directory(run, *parts):
+  return os.path.join(run.workdir, "harness_learning", *parts)
+
+
+def _notes(run):
+  return run.state["notes"].setdefault("harness_learning", {
+      "demonstrations": 0, "carried": {}, "adaptation": {}, "proposer_prompt_tokens": 0,
+      "proposer_completion_tokens": 0})
+
+
+def _training_context(run, hl_config, proposer, domain, current, diagnostic, scoring,
+                      directory, iteration, need_baseline):
+  """(context, archive, baseline scoring mean or None, rollouts) of one training context."""
+  evaluate = _evaluate(run, domain)
+  context, archive, report = harness_revision.revision_context(
+      directory, domain, current, diagnostic, evaluate, run.loop.seed, iteration,
+      hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind, hl_config.rewards)
+  rollouts, baseline = report.rollouts, None
+  if need_baseline and scoring is diagnostic:
+    baseline = report.success_rate
+  elif need_baseline:
+    keys = search_evaluation.sample_keys(scoring, run.loop.seed)
+    evaluation = search_evaluation.as_evaluation(
+        evaluate(Harness(current), scoring, keys), scoring, keys)
+    rollouts += evaluation.rollouts
+    baseline = evaluation.success_rate
+  return context, archive, baseline, rollouts
+
+
+def _carry(hl_config, carried, domain, revisions, baseline):
+  """multi_step: the best candidate above the baseline becomes the domain's current harness."""
+  better = [r for r in revisions if r.ran and baseline is not None and r.score > baseline]
+  if hl_config.multi_step and better:
+    carried[domain.name] = max(better, key=lambda r: r.score).source
+
+
+# ---- Demonstrations and SFT ---------------------------------------------------------------
+
+def teacher_reply(proposal, kind, current_source, allowed_imports, max_lines):
+  """The reply a teacher's proposal is trained as: its text without thinking; in program
+  mode a patch is turned into the whole program it produces."""
+  reply = harness_revision.without_thinking(
+      proposal.raw_output or proposal_lib.format_reply(proposal.hypothesis, proposal.text))
+  if proposal.error:
+    return ""
+  if kind == "program" and proposal.kind == "patch":
+    prepared = candidate_check.prepare_candidate(proposal, current_source, allowed_imports,
+                                                 max_lines)
+    if prepared.ok:
+      reply = proposal_lib.format_reply(proposal.hypothesis,
+                                        f"```python\n{prepared.source.rstrip()}\n```\n")
+  return reply
+
+
+def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scoring, evaluate,
+                           seed, baseline, archive, rewards=harness_revision.RewardConfig()):
+  """Teacher proposals for one context, judged; the ones that raised the score as rows.
+
+  Returns:
+    (rows, revisions, rollouts): rows are {"domain", "messages", "reply", "proposer",
+    "score", "baseline", "candidate"} for each reply that ran and scored strictly above
+    baseline (the current harness's scoring mean).
+  """
+  replies, names = [], []
+  current_source = context.incumbent.source
+  for teacher in teachers:
+    try:
+      proposals = list(teacher.propose(context, num_proposals))[:num_proposals]
+    except Exception as error:  # pylint: disable=broad-except
+      logging.warning("Teacher %s raised %s: %s; it proposes nothing for this context.",
+                      getattr(teacher, "name", teacher), type(error).__name__, error)
+      proposals = []
+    for proposal in proposals:
+      replies.append(teacher_reply(proposal, kind, current_source, domain.allowed_imports,
+                                   rewards.max_lines))
+      names.append(proposal.proposer or getattr(teacher, "name", ""))
+  revisions, rollouts = harness_revision.judge_replies(
+      replies, kind, current_source, domain, scoring, evaluate, seed, archive, rewards, names)
+  rows = [{"domain": domain.name, "messages": [dict(m) for m in context.messages],
+           "reply": revision.reply, "proposer": revision.proposer, "score": revision.score,
+           "baseline": baseline, "candidate": revision.candidate_id}
+          for revision in revisions if revision.ran and revision.score > baseline]
+  return rows, revisions, rollouts
+
+
+def collect_demonstrations(run, hl_config, proposer, teachers, domains):
+  """The demonstrations phase; writes and returns the demonstration rows."""
+  rows, carried = [], {}
+  progress = tqdm.tqdm(range(hl_config.demonstration_contexts), desc="demonstrations",
+                       disable=not run.show_progress, leave=False)
+  for index in progress:
+    domain = domains[index % len(domains)]
+    current = carried.get(domain.name, domain.seed_harness)
+    diagnostic, scoring = training_tasks(run, hl_config, domain, "demonstrations", index)
+    context, archive, baseline, rollouts = _training_context(
+        run, hl_config, proposer, domain, current, diagnostic, scoring,
+        _directory(run, "demonstrations", f"context_{index:04d}"), index + 2, True)
+    new_rows, revisions, more = teacher_demonstrations(
+        context, teachers, hl_config.teacher_candidates, hl_config.kind, domain, scoring,
+        _evaluate(run, domain), run.loop.seed, baseline, archive, hl_config.rewards)
+    run.counts.add("harness", rollouts + more)
+    rows += new_rows
+    _carry(hl_config, carried, domain, revisions, baseline)
+    run.log.log("proposer", run.counts.training, kind="demonstrations", context=index,
+                domain=domain.name, baseline=baseline, teacher_proposals=len(revisions),
+                demonstrations=len(new_rows),
+                best_score=max((r.score for r in revisions), default=0.0))
+  path = _directory(run, DEMONSTRATIONS_FILE)
+  run_log.write_text_atomically(path, "".join(json.dumps(row) + "\n" for row in rows))
+  _notes(run)["demonstrations"] = len(rows)
+  return rows
+
+
+def read_demonstrations(run):
+  path = _directory(run, DEMONSTRATIONS_FILE)
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def sft(run, hl_config, proposer, rows):
+  """SFT of the proposer on the demonstration pairs (loss on the reply tokens only)."""
+  samples = [harness_revision.demonstration_sample(proposer.tokenizer, row["messages"],
+                                                   row["reply"]) for row in rows]
+  kept = [s for s in samples if len(s.token_ids) <= proposer.policy.config.row_length]
+  history = proposer.policy.train(kept, "rsft", epochs=hl_config.sft_epochs) if kept else []
+  metrics = {"samples": len(kept), "dropped_samples": len(samples) - len(kept),
+             "optimizer_steps": len(history), "proposer_updates": proposer.policy.num_updates}
+  if history:
+    metrics["loss"] = float(np.mean([h["loss"] for h in history]))
+    metrics["final_loss"] = history[-1]["loss"]
+  run.log.log("proposer", run.counts.training, kind="sft", **metrics)
+  return metrics
+
+
+# ---- GRPO ---------------------------------------------------------------------------------
+
+def grpo_samples(prompts, completions, rewards, normalization="mean_std",
+                 filter_zero_advantage=True):
+  """GRPO samples of the proposer's replies; returns (samples, number of groups kept).
+
+  Args:
+    prompts: [P] prompt ids, one per context.
+    completions: [P][K] Completions sampled for each prompt.
+    rewards: [P][K] their rewards.
+  """
+  rewards = np.asarray(rewards, np.float32)  # [P, K]
+  advantages = np.asarray(grpo_lib.group_advantages(rewards, normalization=normalization))
+  samples, kept_groups = [], 0
+  for prompt, group, group_advantages in zip(prompts, completions, advantages):
+    if filter_zero_advantage and np.all(group_advantages == 0):
+      continue
+    kept_groups += 1
+    for completion, advantage in zip(group, group_advantages):
+      if len(completion.token_ids):
+        samples.append(harness_revision.completion_sample(prompt, completion, advantage))
+  return samples, kept_groups
+
+
+def grpo_step(run, hl_config, proposer, domains, step):
+  """One GRPO step of the proposer; returns its metrics."""
+  carried = _notes(run)["carried"].setdefault("grpo", {})
+  contexts = []
+  rollouts = 0
+  for index in range(hl_config.contexts_per_step):
+    context_index = step * hl_config.contexts_per_step + index
+    domain = domains[context_index % len(domains)]
+    current = carried.get(domain.name, domain.seed_harness)
+    diagnostic, scoring = training_tasks(run, hl_config, domain, "grpo", context_index)
+    context, archive, baseline, used = _training_context(
+        run, hl_config, proposer, domain, current, diagnostic, scoring,
+        _directory(run, "grpo", f"step_{step:05d}", f"context_{index:02d}"), step + 2,
+        hl_config.multi_step)
+    rollouts += used
+    contexts.append((context, archive, domain, scoring, baseline))
+  prompts, completions = [], []
+  for index, (context, *_) in enumerate(contexts):
+    prompt, group = _propose(run, proposer, context, hl_config.num_candidates,
+                             ("grpo", step, index))
+    prompts.append(prompt)
+    completions.append(group)
+  all_revisions = []
+  for (context, archive, domain, scoring, baseline), group in zip(contexts, completions):
+    revisions, used = harness_revision.judge_replies(
+        [completion.text for completion in group], hl_config.kind, context.incumbent.source,
+        domain, scoring, _evaluate(run, domain), run.loop.seed, archive, hl_config.rewards,
+        [proposer.policy.weights_id] * len(group))
+    rollouts += used
+    all_revisions.append(revisions)
+    _carry(hl_config, carried, domain, revisions, baseline)
+  run.counts.add("harness", rollouts)
+  rewards = [[revision.reward for revision in revisions] for revisions in all_revisions]
+  samples, kept_groups = grpo_samples(prompts, completions, rewards,
+                                      run.loop.advantage_normalization,
+                                      run.loop.filter_zero_advantage)
+  row_length = proposer.policy.config.row_length
+  kept = [s for s in samples if len(s.token_ids) <= row_length]
+  history = proposer.policy.train(kept, "grpo") if kept else []
+  flat = [revision for revisions in all_revisions for revision in revisions]
+  prompt_tokens = sum(len(prompt) for prompt in prompts)
+  completion_tokens = sum(len(c.token_ids) for group in completions for c in group)
+  notes = _notes(run)
+  notes["proposer_prompt_tokens"] += prompt_tokens
+  notes["proposer_completion_tokens"] += completion_tokens
+  metrics = {"grpo_step": step, "reward": float(np.mean(rewards)),
+             "score": float(np.mean([r.score for r in flat])),
+             "parse_rate": float(np.mean([r.parsed for r in flat])),
+             "apply_rate": float(np.mean([r.applied for r in flat])),
+             "runnable_rate": float(np.mean([r.runnable for r in flat])),
+             "kept_groups": kept_groups, "samples": len(kept),
+             "dropped_samples": len(samples) - len(kept), "optimizer_steps": len(history),
+             "proposer_updates": proposer.policy.num_updates,
+             "proposer_prompt_tokens": prompt_tokens,
+             "proposer_completion_tokens": completion_tokens}
+  if history:
+    metrics["loss"] = float(np.mean([h["loss"] for h in history]))
+  run.log.log("proposer", run.counts.training, kind="grpo", **metrics)
+  return metrics
+
+
+# ---- Test-time adaptation -----------------------------------------------------------------
+
+def select(rule, revisions, current_score):
+  """The revision a round keeps, or None to keep the current harness.
+
+  strict: the (single) candidate, when it ran and scored strictly above current_score.
+  best_of: the highest-scoring runnable candidate (the first of equals), even when worse.
+  """
+  if rule == "strict":
+    first = revisions[0] if revisions else None
+    return first if first is not None and first.ran and first.score > current_score else None
+  if rule == "best_of":
+    runnable = [r for r in revisions if r.runnable]
+    return max(runnable, key=lambda r: r.score) if runnable else None
+  raise ValueError(f"Selection rule {rule!r}; use one of {SELECTION_RULES}.")
+
+
+def adapt(run, hl_config, proposer, stage, rule):
+  """Test-time adaptation of run.domain's seed harness under one selection rule; returns its
+  record in run.state (current harness, its scoring mean, rounds, test mean)."""
+  label = f"{stage}_{rule}"
+  state = _notes(run)["adaptation"].setdefault(label, {
+      "round": 0, "current": run.domain.seed_harness, "current_score": None, "report": None,
+      "history": []})
+  rounds, num_candidates = ((hl_config.strict_rounds, 1) if rule == "strict" else
+                            (hl_config.best_of_rounds, hl_config.best_of_candidates))
+  scoring = run.splits["harness"]
+  evaluate = _evaluate(run, run.domain)
+  seed = run.loop.seed
+  shared = hl_config.adaptation_diagnostic_size == 0
+  while state["round"] < rounds:
+    index = state["round"]
+    diagnostic = scoring
+    if not shared:
+      pool = run.splits["validation"]
+      draw = rollouts_lib.episode_seed(seed, ("adapt", label), "", index)
+      order = np.random.default_rng(draw).permutation(len(pool))
+      diagnostic = [pool[i] for i in order[:hl_config.adaptation_diagnostic_size]]
+    directory = _directory(run, f"adapt_{label}", f"round_{index:03d}")
+    report = None
+    if shared and state["report"] is not None:
+      report = harness_revision.archived_evaluation(
+          os.path.join(run.workdir, state["report"][0]), state["report"][1])
+    context, archive, report = harness_revision.revision_context(
+        directory, run.domain, state["current"], diagnostic, evaluate, seed, index + 2,
+        hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind,
+        hl_config.rewards, report=report)
+    rollouts = report.rollouts
+    if state["current_score"] is None:
+      if shared:
+        state["current_score"] = report.success_rate
+      else:
+        keys = search_evaluation.sample_keys(scoring, seed)
+        baseline = search_evaluation.as_evaluation(
+            evaluate(Harness(state["current"]), scoring, keys), scoring, keys)
+        rollouts += baseline.rollouts
+        state["current_score"] = baseline.success_rate
+    prompt, completions = _propose(run, proposer, context, num_candidates,
+                                   ("adapt", label, index))
+    revisions, used = harness_revision.judge_replies(
+        [c.text for c in completions], hl_config.kind, state["current"], run.domain, scoring,
+        evaluate, seed, archive, hl_config.rewards,
+        [proposer.policy.weights_id] * len(completions))
+    run.counts.add("harness", rollouts + used)
+    chosen = select(rule, revisions, state["current_score"])
+    relative = os.path.relpath(directory, run.workdir)
+    previous_score = state["current_score"]
+    if chosen is not None:
+      state["current"], state["current_score"] = chosen.source, chosen.score
+      state["report"] = [relative, chosen.candidate_id]
+    else:
+      state["report"] = [relative, "c0000"]
+    state["history"].append({"round": index, "kept": chosen.candidate_id if chosen else None,
+                             "scores": [r.score for r in revisions],
+                             "current_score": state["current_score"]})
+    completion_tokens = sum(len(c.token_ids) for c in completions)
+    _notes(run)["proposer_prompt_tokens"] += len(prompt)
+    _notes(run)["proposer_completion_tokens"] += completion_tokens
+    run.log.log("harness", run.counts.training, kind="adaptation", label=label, round=index,
+                previous_score=previous_score, current_score=state["current_score"],
+                changed=chosen is not None, candidates=len(revisions),
+                runnable=sum(r.runnable for r in revisions),
+                best_candidate_score=max((r.score for r in revisions), default=0.0),
+                proposer_prompt_tokens=len(prompt), proposer_completion_tokens=completion_tokens)
+    state["round"] += 1
+    save(run, proposer)
+  if "test_mean" not in state:
+    harness = Harness(state["current"], origin="adapted")
+    record = loop.evaluate_test(run, harness, label=f"adapted_{label}")
+    state["test_mean"], state["harness_hash"] = record["test_mean"], harness.hash
+    save(run, proposer)
+  return state
+
+
+# ---- The recipe ---------------------------------------------------------------------------
+
+def run_harness_learning(run, config):
+  """Runs (or resumes) Harness Learning with config (the experiment config); returns the
+  run summary."""
+  hl_config = HarnessLearningConfig(**_section(config, "harness_learning"))
+  proposer = build_proposer(run, config, hl_config)
+  try:
+    restore_proposer(run, proposer)
+    return _run_phases(run, config, hl_config, proposer)
+  finally:
+    proposer.close()
+
+
+def _run_phases(run, config, hl_config, proposer):
+  state = run.state
+  sequence = phases(hl_config)
+  if state["phase"] == "start":
+    loop.evaluate_test(run, Harness(run.domain.seed_harness, origin="seed"), label="seed")
+    loop.start_phase(run, sequence[0] if sequence else "done")
+    save(run, proposer)
+  while state["phase"] != "done":
+    phase = state["phase"]
+    if phase == "demonstrations":
+      teachers = [experiment.build_proposer(dict(section), run.policy, run.tokenizer,
+                                            run.policy.mesh)
+                  for section in hl_config.teachers]
+      collect_demonstrations(run, hl_config, proposer, teachers,
+                             training_domains(run, config, hl_config.sft_domains))
+    elif phase == "sft":
+      sft(run, hl_config, proposer, read_demonstrations(run))
+    elif phase == "grpo":
+      domains = training_domains(run, config, hl_config.grpo_domains)
+      progress = tqdm.tqdm(total=hl_config.grpo_steps, initial=state["phase_steps"],
+                           desc="proposer GRPO", disable=not run.show_progress, leave=False)
+      while state["phase_steps"] < hl_config.grpo_steps:
+        grpo_step(run, hl_config, proposer, domains, state["phase_steps"])
+        state["phase_steps"] += 1
+        progress.update(1)
+        if state["phase_steps"] % run.loop.checkpoint_every_steps == 0:
+          save(run, proposer)
+      progress.close()
+    elif phase.startswith("adapt_"):
+      for rule in hl_config.selection_rules:
+        adapt(run, hl_config, proposer, phase[len("adapt_"):], rule)
+    else:
+      raise ValueError(f"run.state['phase']={phase!r} is not a Harness Learning phase "
+                       f"({sequence}); was this workdir written by another recipe?")
+    following = sequence.index(phase) + 1
+    loop.start_phase(run, sequence[following] if following < len(sequence) else "done")
+    save(run, proposer)
+  return finish(run, hl_config, proposer)
+
+
+def finish(run, hl_config, proposer):
+  """Marks the run done; the incumbent is the harness adapted after the last stage under the
+  first selection rule. Returns the summary (with every adaptation's record)."""
+  adaptation = _notes(run)["adaptation"]
+  primary = None
+  if hl_config.adapt_stages and hl_config.selection_rules:
+    last_stage = max(hl_config.adapt_stages, key=STAGES.index)
+    primary = f"{last_stage}_{hl_config.selection_rules[0]}"
+  if primary in adaptation:
+    loop.set_incumbent(run, Harness(adaptation[primary]["current"]))
+  run.state["done"] = True
+  run.state["phase"] = "done"
+  save(run, proposer)
+  result = loop.summary(run, "harness_learning")
+  notes = _notes(run)
+  result["adaptation"] = {
+      label: {"test_mean": record.get("test_mean"), "scoring_mean": record["current_score"],
+              "harness_hash": record.get("harness_hash"), "rounds": len(record["history"]),
+              "changes": sum(entry["kept"] is not None for entry in record["history"])}
+      for label, record in adaptation.items()}
+  if primary in adaptation:
+    result["final_test_mean"] = adaptation[primary].get("test_mean")
+  result.update(demonstrations=notes["demonstrations"],
+                proposer_updates=proposer.policy.num_updates,
+                proposer_prompt_tokens=notes["proposer_prompt_tokens"],
+                proposer_completion_tokens=notes["proposer_completion_tokens"])
+  run.log.write_summary(result)
+  return result

@@ -1,0 +1,386 @@
+"""One revision step of Harness Learning: the proposer's context, replies judged, their reward.
+
+  context, archive, report = revision_context(archive_dir, domain, current_source, diagnostic,
+                                              evaluate, seed, iteration, budget_tokens,
+                                              tokenizer, kind="patch")
+  revisions, rollouts = judge_replies(replies, "patch", current_source, domain, scoring,
+                                      evaluate, seed, archive)
+  revisions[i].parsed, .applied, .completed_fraction, .score, .reward, .source
+  reward("patch", parsed=True, applied=True, completed_fraction=0.5, score=0.4)   # 0.625
+
+A revision (SPEC 3.1): the current harness runs on diagnostic tasks, whose episodes are the
+execution report (wrong answers, errors, model calls). The proposer's context is
+whale_jax.search.context.build_context over an archive that holds only the current harness
+(c0000, scored on the diagnostic tasks) — the task description, the current code with its
+score, failing and succeeding episodes — under this module's system message (INSTRUCTIONS,
+asking for one reply format: SEARCH/REPLACE blocks or a whole program). Each reply is applied
+to the current harness and checked (whale_jax.search.candidate_check); one that may run is
+evaluated on the scoring tasks with the sample keys of (seed, task id), the same for every
+reply of the context (common random numbers); identical programs are evaluated once. Every
+judged reply is added to the archive (c0001, ...), so the directory is the record of the
+revision.
+
+Reward (SPEC 3.3), reward(kind, parsed, applied, completed_fraction, score):
+  patch    score + min(cap, 0.05 if the reply has SEARCH/REPLACE blocks, all closed
+                         + 0.10 if, besides, every block applied and the program changed
+                         + 0.15 x completed_fraction, the share of scoring episodes that
+                                ended "ok" (0 unless it applied and passed the static checks))
+           A failed later check keeps the earlier bonuses; score is 0 unless it ran.
+  program  score + 0.10 when the reply holds a program that parses, defines run, has at most
+           200 lines and completes the evaluation run; otherwise 0.
+A run "completes" when completed_fraction >= min_completed_fraction (1.0: every scoring
+episode ended "ok"). A reply is `runnable` when it ran and completed; the best-of-8 selection
+rule picks among runnable replies. The reward is never negative.
+"""
+import ast
+import concurrent.futures
+import dataclasses
+import re
+import shutil
+import textwrap
+
+import numpy as np
+
+from whale_jax.harness import patches
+from whale_jax.harness import program
+from whale_jax.harness import static_checks
+from whale_jax.search import archive as archive_lib
+from whale_jax.search import candidate_check
+from whale_jax.search import context as context_lib
+from whale_jax.search import evaluation as evaluation_lib
+from whale_jax.search import proposal as proposal_lib
+from whale_jax.train import packing
+
+KINDS = ("patch", "program")
+INSTRUCTIONS_VERSION = "harness-learning-1"
+INSTRUCTIONS = """\
+You revise a harness: a Python program `run(task, llm, tools) -> str` that drives a fixed
+language model on a task and returns its final answer. You see the task, the current harness
+and an execution report: its mean score on problems of the task and episodes it failed and
+solved (model calls, tool calls, answers, errors). Propose ONE revision that should make the
+harness score higher on new problems of the same task.
+
+Rules:
+- Change how the harness works (prompting, parsing, checking, retrying, computing with
+  Python, tool use); no hard-coded answers and no branches on particular problems.
+- Scores come from a verifier outside the harness; do not try to read or guess references.
+- Keep `def run(task, llm, tools):`, at most {max_lines} lines, and import only these modules:
+  {allowed_imports}.
+- llm.chat(messages, **sampling) and llm.generate(prompt, **sampling) return text (a list of
+  texts when n > 1); sampling keywords: max_tokens, temperature, top_p, top_k, n, stop, seed.
+
+Reply in this format and nothing else:
+HYPOTHESIS: <one sentence: what fails now, what you change, why it helps>
+{reply_format}"""
+REPLY_FORMATS = {
+    "patch": """then one or more SEARCH/REPLACE blocks against the current harness:
+<<<<<<< SEARCH
+<lines copied exactly from the current harness>
+=======
+<the lines to put there instead>
+>>>>>>> REPLACE""",
+    "program": "then the complete revised harness in a single ```python code fence.",
+}
+FORMAT_FAILURES = {
+    "patch": "The reply has no SEARCH/REPLACE blocks, or a block is not closed.",
+    "program": "The reply holds no whole program (a ```python fence defining run) that parses.",
+}
+END_OF_TURN = "<|im_end|>"
+_THINKING = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardConfig:
+  """The executability bonus (= config.harness_learning.reward keys; SPEC 3.3 values).
+
+  Attributes:
+    parsed, applied, completed: patch-mode bonuses (completed is scaled by the fraction).
+    cap: the most the patch-mode bonus adds.
+    program: program-mode bonus for an executable program.
+    max_lines: most lines of a program (program mode) and of any checked candidate.
+    min_completed_fraction: share of scoring episodes that must end "ok" for a run to
+      count as completed.
+  """
+  parsed: float = 0.05
+  applied: float = 0.10
+  completed: float = 0.15
+  cap: float = 0.30
+  program: float = 0.10
+  max_lines: int = 200
+  min_completed_fraction: float = 1.0
+
+  def __post_init__(self):
+    for name in ("parsed", "applied", "completed", "cap", "program"):
+      if getattr(self, name) < 0:
+        raise ValueError(f"config.harness_learning.reward.{name}={getattr(self, name)} is "
+                         "negative; bonuses are >= 0, so that rewards are never negative.")
+    if not 0 < self.min_completed_fraction <= 1:
+      raise ValueError(f"config.harness_learning.reward.min_completed_fraction="
+                       f"{self.min_completed_fraction} must be in (0, 1].")
+
+
+def reward(kind, parsed, applied, completed_fraction, score, defines_run=False, num_lines=0,
+           config=RewardConfig()):
+  """The reward of one proposed revision (see the module docstring).
+
+  Args:
+    kind: "patch" or "program".
+    parsed: patch: the reply has SEARCH/REPLACE blocks, all closed; program: the reply holds
+      a program that parses.
+    applied: patch: every block applied and changed the program (ignored for programs).
+    completed_fraction: share of the scoring episodes that ended "ok" (0 when it never ran).
+    score: the candidate's mean score on the scoring tasks (0 when it never ran).
+    defines_run, num_lines: program mode: the program defines run; its number of lines.
+  """
+  if kind not in KINDS:
+    raise ValueError(f"kind={kind!r}; use one of {KINDS}.")
+  if not 0 <= completed_fraction <= 1 or not 0 <= score <= 1:
+    raise ValueError(f"completed_fraction={completed_fraction} and score={score} must both "
+                     "be in [0, 1].")
+  if kind == "patch":
+    bonus = 0.0
+    if parsed:
+      bonus += config.parsed
+      if applied:
+        bonus += config.applied + config.completed * completed_fraction
+    return score + min(bonus, config.cap)
+  executable = (parsed and defines_run and num_lines <= config.max_lines and
+                completed_fraction >= config.min_completed_fraction)
+  return score + config.program if executable else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Revision:
+  """One reply, judged.
+
+  Attributes:
+    reply: the proposer's whole reply.
+    proposer: who wrote it.
+    parsed, applied, defines_run, num_lines: the format checks the reward reads.
+    ran: it passed every check and was evaluated on the scoring tasks.
+    completed_fraction, score: of that evaluation (0 when it did not run).
+    reward: reward(...) of the above.
+    runnable: it ran and completed the evaluation run.
+    source: the candidate program (None when none could be built).
+    reasons: why it was refused ([] when it ran).
+    candidate_id: its archive id.
+    hypothesis: the reply's stated hypothesis.
+  """
+  reply: str
+  proposer: str
+  parsed: bool
+  applied: bool
+  defines_run: bool
+  num_lines: int
+  ran: bool
+  completed_fraction: float
+  score: float
+  reward: float
+  runnable: bool
+  source: str | None
+  reasons: tuple = ()
+  candidate_id: str = ""
+  hypothesis: str = ""
+
+
+def _has_blocks(text):
+  try:
+    return bool(patches.parse_blocks(text))
+  except patches.PatchFormatError:
+    return False
+
+
+def _program_checks(proposal):
+  """(parsed, defines_run, num_lines) of a program-mode reply."""
+  if proposal.kind != "program" or proposal.error:
+    return False, False, 0
+  source = proposal.text
+  try:
+    ast.parse(source)
+  except (SyntaxError, ValueError):
+    return False, False, len(source.splitlines())
+  failures = static_checks.check_harness(source, max_lines=len(source.splitlines()) + 1)
+  defines_run = not any(f.code in ("missing_run", "run_signature") for f in failures)
+  return True, defines_run, len(source.splitlines())
+
+
+def check_reply(reply, kind, current_source, allowed_imports, config=RewardConfig()):
+  """(format checks dict, PreparedCandidate or None, Proposal) for one reply, no rollouts."""
+  proposal = proposal_lib.parse_reply(reply)
+  checks = {"parsed": False, "applied": False, "defines_run": False, "num_lines": 0}
+  prepared = None
+  if kind == "patch":
+    checks["parsed"] = proposal.kind == "patch" and _has_blocks(proposal.text)
+    if checks["parsed"]:
+      prepared = candidate_check.prepare_candidate(proposal, current_source, allowed_imports,
+                                                   config.max_lines)
+      checks["applied"] = prepared.source is not None
+  else:
+    parsed, defines_run, num_lines = _program_checks(proposal)
+    checks.update(parsed=parsed, defines_run=defines_run, num_lines=num_lines)
+    if parsed:
+      prepared = candidate_check.prepare_candidate(proposal, current_source, allowed_imports,
+                                                   config.max_lines)
+      checks["applied"] = prepared.source is not None
+  return checks, prepared, proposal
+
+
+def instructions(kind, allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
+                 max_lines=static_checks.DEFAULT_MAX_LINES):
+  """The proposer's system message for replies of `kind`."""
+  allowed = textwrap.fill(", ".join(allowed_imports), width=88, subsequent_indent="  ")
+  return INSTRUCTIONS.format(max_lines=max_lines, allowed_imports=allowed,
+                             reply_format=REPLY_FORMATS[kind])
+
+
+def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, seed, iteration,
+                     budget_tokens, tokenizer=None, kind="patch", config=RewardConfig(),
+                     report=None):
+  """The proposer's context for revising current_source; returns (context, archive, report).
+
+  Args:
+    archive_dir: the revision's archive; what is there already is removed (an interrupted
+      revision is redone whole).
+    diagnostic: the instances whose episodes form the execution report.
+    evaluate: evaluate(harness, instances, keys) -> Evaluation.
+    report: an Evaluation of current_source on `diagnostic` to reuse (costs no rollouts).
+    budget_tokens: the context's token budget (counted with tokenizer).
+  Returns:
+    the ProposerContext, the Archive (holding c0000) and the report (its .rollouts were run now).
+  """
+  shutil.rmtree(archive_dir, ignore_errors=True)
+  archive = archive_lib.Archive(archive_dir)
+  harness = program.Harness(current_source, origin="incoming")
+  if report is None:
+    report = evaluation_lib.as_evaluation(
+        evaluate(harness, diagnostic, evaluation_lib.sample_keys(diagnostic, seed)),
+        diagnostic, evaluation_lib.sample_keys(diagnostic, seed))
+  archive.add(archive_lib.Candidate(
+      id=archive.next_id(), iteration=1, index=0, hash=harness.hash, parent=None,
+      origin="incoming", status="evaluated", weights_id=getattr(evaluate, "weights_id", None)),
+      source=current_source, evaluation=report)
+  system = instructions(kind, domain.allowed_imports, config.max_lines)
+  # build_context budgets for its own (longer) system message; the difference goes to the
+  # report sections, and the shorter system message then makes the total fit the budget.
+  default_system = context_lib.instructions(domain.allowed_imports, config.max_lines)
+  context = context_lib.build_context(
+      archive, "c0000", domain.name, domain.description, iteration,
+      budget_tokens + context_lib.count_tokens(default_system, tokenizer) -
+      context_lib.count_tokens(system, tokenizer), tokenizer=tokenizer,
+      allowed_imports=domain.allowed_imports, max_lines=config.max_lines)
+  messages = ({"role": "system", "content": system}, context.messages[-1])
+  context = dataclasses.replace(
+      context, messages=messages, budget_tokens=budget_tokens,
+      num_tokens=context_lib.count_message_tokens(messages, tokenizer),
+      instruction_version=INSTRUCTIONS_VERSION,
+      instruction_hash=context_lib.instruction_hash(system))
+  return context, archive, report
+
+
+def archived_evaluation(archive_dir, candidate_id):
+  """The Evaluation stored with an archived candidate (rollouts 0), or None."""
+  archive = archive_lib.Archive(archive_dir)
+  examples = archive.examples(candidate_id)
+  if not examples:
+    return None
+  trajectories = archive.trajectories(candidate_id)
+  return evaluation_lib.Evaluation(
+      tuple(row["task_id"] for row in examples), tuple(row["sample_key"] for row in examples),
+      tuple(row["score"] for row in examples), tuple(trajectories), rollouts=0)
+
+
+def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed, archive,
+                  config=RewardConfig(), proposers=None, max_concurrent_evaluations=8):
+  """Checks, evaluates and rewards each reply; returns ([Revision], rollouts run).
+
+  Candidates that may run are evaluated concurrently (max_concurrent_evaluations at once),
+  each distinct program once; every reply is added to the archive in order.
+  """
+  proposers = list(proposers or [""] * len(replies))
+  keys = evaluation_lib.sample_keys(scoring, seed)
+  checked = [check_reply(reply, kind, current_source, domain.allowed_imports, config)
+             for reply in replies]
+  to_run = {}
+  for _, prepared, _ in checked:
+    if prepared is not None and prepared.ok:
+      to_run.setdefault(program.content_hash(prepared.source), prepared.source)
+  evaluations = {}
+  if to_run:
+    def run_one(source):
+      harness = program.Harness(source, parent=program.content_hash(current_source))
+      return evaluation_lib.as_evaluation(evaluate(harness, scoring, keys), scoring, keys)
+    with concurrent.futures.ThreadPoolExecutor(
+        min(len(to_run), max_concurrent_evaluations)) as pool:
+      evaluations = dict(zip(to_run, pool.map(run_one, to_run.values())))
+  rollouts = sum(evaluation.rollouts for evaluation in evaluations.values())
+  parent = archive.candidates[0]
+  revisions = []
+  for index, (reply, proposer, (checks, prepared, proposal)) in enumerate(
+      zip(replies, proposers, checked)):
+    source = prepared.source if prepared is not None else None
+    evaluation = None
+    if prepared is not None and prepared.ok:
+      evaluation = evaluations[program.content_hash(source)]
+    completed = score = 0.0
+    if evaluation is not None:
+      outcomes = [trajectory.outcome for trajectory in evaluation.trajectories]
+      completed = outcomes.count("ok") / max(len(outcomes), 1)
+      score = evaluation.success_rate
+    value = reward(kind, checks["parsed"], checks["applied"], completed, score,
+                   checks["defines_run"], checks["num_lines"], config)
+    if prepared is None:
+      reasons = ({"code": "format", "message": FORMAT_FAILURES[kind]},)
+    else:
+      reasons = tuple(prepared.reasons)
+    record = archive_lib.Candidate(
+        id=archive.next_id(), iteration=2, index=index,
+        hash=program.content_hash(source) if source is not None else None, parent=parent.id,
+        origin=prepared.origin if prepared is not None else kind, proposer=proposer,
+        hypothesis=proposal.hypothesis, status="evaluated" if evaluation is not None else "rejected",
+        reasons=list(reasons), apply_report=prepared.apply_report if prepared else "",
+        static_check=list(prepared.static_check) if prepared else [],
+        weights_id=getattr(evaluate, "weights_id", None),
+        prompt_tokens=proposal.prompt_tokens, completion_tokens=proposal.completion_tokens)
+    archive.add(record, source=source, raw_output=reply, evaluation=evaluation)
+    revisions.append(Revision(
+        reply=reply, proposer=proposer, parsed=checks["parsed"], applied=checks["applied"],
+        defines_run=checks["defines_run"], num_lines=checks["num_lines"],
+        ran=evaluation is not None, completed_fraction=completed, score=score, reward=value,
+        runnable=evaluation is not None and completed >= config.min_completed_fraction,
+        source=source, reasons=reasons, candidate_id=record.id, hypothesis=proposal.hypothesis))
+  return revisions, rollouts
+
+
+# ---- Proposer training samples ------------------------------------------------------------
+
+def prompt_ids(tokenizer, messages):
+  """The proposer prompt: the context messages through the proposer's chat template."""
+  return list(tokenizer.apply_chat_template([dict(m) for m in messages],
+                                            add_generation_prompt=True))
+
+
+def end_of_turn_id(tokenizer):
+  found = tokenizer.token_to_id(END_OF_TURN)
+  return tokenizer.eos_id if found is None else found
+
+
+def without_thinking(reply):
+  return _THINKING.sub("", reply)
+
+
+def demonstration_sample(tokenizer, messages, reply):
+  """(context prompt -> reply) as an SFT Sample: loss on the reply and its end-of-turn only."""
+  prompt = prompt_ids(tokenizer, messages)
+  completion = list(tokenizer.encode(reply)) + [end_of_turn_id(tokenizer)]
+  loss_mask = np.concatenate([np.zeros(len(prompt)), np.ones(len(completion))])
+  return packing.Sample(np.asarray(prompt + completion, np.int32), loss_mask.astype(np.float32))
+
+
+def completion_sample(prompt, completion, advantage):
+  """A sampled reply as a GRPO Sample: the sampler's tokens and logprobs, loss on the reply."""
+  token_ids = list(prompt) + list(completion.token_ids)
+  loss_mask = np.zeros(len(token_ids), np.float32)
+  loss_mask[len(prompt):] = 1.0
+  logprobs = np.zeros(len(token_ids), np.float32)
+  logprobs[len(prompt):] = completion.logprobs
+  return packing.Sample(np.asarray(token_ids, np.int32), loss_mask, logprobs, float(advantage))
