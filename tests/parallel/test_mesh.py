@@ -44,6 +44,18 @@ def test_validate_model_names_the_field_and_the_fix():
   mesh_lib.validate_model(MODEL, mesh_lib.make_mesh(data=1, fsdp=4, tensor=2), rules.TRAIN_RULES)
 
 
+def test_validate_shardable_names_the_leaf_and_the_axis():
+  mesh = mesh_lib.make_mesh(data=1, fsdp=4, tensor=2)
+  shapes = {"mixer": {"beta": np.zeros((2, 16, 3)), "gate": np.zeros((2, 16, 4))}}
+  names = {"mixer": {"beta": ("layers", "embed", "linear_heads"),
+                     "gate": ("layers", "embed", "mlp")}}
+  with pytest.raises(ValueError, match=r"\['mixer'\]\['beta'\] has shape \(2, 16, 3\); "
+                                       r"its axis 'linear_heads' of size 3 is not divisible"):
+    mesh_lib.validate_shardable(shapes, names, mesh, {**rules.TRAIN_RULES,
+                                                      "linear_heads": "tensor"})
+  mesh_lib.validate_shardable(shapes, names, mesh, {**rules.TRAIN_RULES, "linear_heads": None})
+
+
 def test_validate_batch_size_counts_data_fsdp_and_microbatches():
   mesh = mesh_lib.make_mesh(data=2, fsdp=2, tensor=2)
   mesh_lib.validate_batch_size(8, mesh, rules.TRAIN_RULES, num_microbatches=2)

@@ -137,9 +137,13 @@ def test_k3_kl_to_the_reference_on_and_off():
   np.testing.assert_allclose(grad_on[1, 3] - grad_off[1, 3], 0.1 * 0.5 / 6, rtol=1e-5)
 
 
-def test_kl_weight_without_reference_logprobs_says_what_to_do():
+def test_missing_batch_keys_say_what_to_do():
   with pytest.raises(ValueError, match="needs batch\\['reference_logprobs'\\]"):
     loss_and_logprob_grad(make_batch(), kl_weight=0.1)
+  batch = make_batch()
+  del batch["sampler_logprobs"]
+  with pytest.raises(ValueError, match=r"needs batch keys \['sampler_logprobs'\]"):
+    loss_and_logprob_grad(batch)
 
 
 def sampler_batch(log_gaps):

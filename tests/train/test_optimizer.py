@@ -27,16 +27,21 @@ def test_no_warmup_starts_at_the_peak():
   assert float(schedule(0)) == 3.0
 
 
-def test_weight_decay_mask_skips_norms_biases_and_the_embedding():
-  params = {"embedding": 0, "unembedding": 0, "final_norm": 0,
-            "layers": {"attention_norm": 0, "attention": {"query": 0, "query_bias": 0,
-                                                          "key_norm": 0, "output": 0},
-                       "mlp": {"gate": 0}}}
+def test_weight_decay_mask_skips_norms_biases_vectors_and_the_embedding():
+  leaf = lambda *shape: np.zeros(shape)
+  params = {"embedding": leaf(8, 4), "unembedding": leaf(4, 8), "final_norm": leaf(4),
+            "layers": {"attention_norm": leaf(2, 4),
+                       "attention": {"query": leaf(2, 4, 2, 3), "query_bias": leaf(2, 2, 3),
+                                     "key_norm": leaf(2, 3), "output": leaf(2, 2, 3, 4)},
+                       "mlp": {"gate": leaf(2, 4, 6)}},
+            "linear_layers": {"mixer": {"log_decay_rate": leaf(2, 5),
+                                        "convolution": leaf(2, 4, 7)}}}
   assert optimizer_lib.weight_decay_mask(params) == {
       "embedding": False, "unembedding": True, "final_norm": False,
       "layers": {"attention_norm": False, "attention": {"query": True, "query_bias": False,
                                                         "key_norm": False, "output": True},
-                 "mlp": {"gate": True}}}
+                 "mlp": {"gate": True}},
+      "linear_layers": {"mixer": {"log_decay_rate": False, "convolution": True}}}
 
 
 def reference_adamw(params, grads_per_step, learning_rates, beta1, beta2, epsilon,

@@ -82,6 +82,30 @@ def validate_model(model_config, mesh, rules):
           f"size, or map {logical_name!r} to a smaller mesh axis in the rules.")
 
 
+def validate_shardable(shapes, logical_tree, mesh, rules, what="parameter"):
+  """Raises ValueError naming the first leaf whose sharded axis does not split evenly.
+
+  Args:
+    shapes: a tree of arrays or ShapeDtypeStructs.
+    logical_tree: the same tree with a tuple of logical axis names at each leaf.
+  """
+  flat_names, _ = jax.tree_util.tree_flatten_with_path(
+      logical_tree, is_leaf=rules_lib.is_logical_names)
+  flat_shapes = jax.tree.leaves(shapes)
+  if len(flat_names) != len(flat_shapes):
+    raise ValueError(f"The logical axes name {len(flat_names)} {what}s but the tree has "
+                     f"{len(flat_shapes)}; they must mirror each other.")
+  for (path, names), leaf in zip(flat_names, flat_shapes):
+    for size, name in zip(leaf.shape, names):
+      devices = axis_size(mesh, name, rules) if name is not None else 1
+      if size % devices:
+        raise ValueError(
+            f"{what} {jax.tree_util.keystr(path)} has shape {tuple(leaf.shape)}; its axis "
+            f"{name!r} of size {size} is not divisible by the {devices} devices of mesh axes "
+            f"{rules.get(name)!r} (mesh {dict(mesh.shape)}). Change config.mesh, or map "
+            f"{name!r} to a smaller mesh axis in the rules.")
+
+
 def validate_batch_size(batch_size, mesh, rules, num_microbatches=1):
   """Raises ValueError unless each of num_microbatches splits evenly over the batch axes."""
   if not isinstance(num_microbatches, int) or num_microbatches < 1:

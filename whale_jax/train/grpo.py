@@ -139,6 +139,10 @@ def loss_from_logprobs(logprobs, batch, grpo_config, entropy=None):
       "sampler_logprobs", and "reference_logprobs" when kl_weight > 0.
     entropy: optional [B, T] entropies, reported as a metric.
   """
+  missing = [key for key in ("advantages", "sampler_logprobs") if key not in batch]
+  if missing:
+    raise ValueError(f"The GRPO loss needs batch keys {missing}; pack samples with "
+                     "advantage and sampler_logprobs set (see train/packing.py).")
   if grpo_config.kl_weight > 0 and "reference_logprobs" not in batch:
     raise ValueError(f"config.grpo.kl_weight={grpo_config.kl_weight} needs "
                      "batch['reference_logprobs']; compute them with the reference model or "

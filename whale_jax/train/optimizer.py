@@ -10,7 +10,8 @@ Schedule, for step s = 0, 1, ... (the step the update is applied at):
   cosine   afterwards:        final + (learning_rate - final) * (1 + cos(pi * p)) / 2,
            p = (s - warmup_steps) / (total_steps - warmup_steps) clipped to [0, 1],
            final = learning_rate * final_learning_rate_fraction
-Weight decay applies to weight matrices only: never to norms, biases or the input embedding.
+Weight decay applies to weight matrices only: never to norms, biases, the input embedding or
+per-head vectors.
 Gradients are clipped to a global norm of max_grad_norm before Adam sees them.
 """
 import dataclasses
@@ -76,12 +77,21 @@ def learning_rate_schedule(optimizer_config):
   return schedule
 
 
-def weight_decay_mask(params):
-  """True for the leaves weight decay applies to: not norms, biases or the embedding."""
+_UNSTACKED = ("embedding", "unembedding", "final_norm")  # top-level params without an L axis
 
-  def decays(path, _):
+
+def weight_decay_mask(params):
+  """True for the leaves weight decay applies to: weight matrices.
+
+  Not decayed: norms, biases, the input embedding, and every leaf with fewer than two axes
+  besides the stacked layer axis (per-head scalars such as linear attention's decay rates).
+  """
+
+  def decays(path, leaf):
     name = path[-1].key
-    return not (name == "embedding" or name.endswith("norm") or name.endswith("bias"))
+    matrix_axes = len(leaf.shape) - (0 if path[0].key in _UNSTACKED else 1)
+    return not (name == "embedding" or name.endswith("norm") or name.endswith("bias")
+                or matrix_axes < 2)
 
   return jax.tree_util.tree_map_with_path(decays, params)
 

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from whale_jax.models import decoder
+from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules as rules_lib
 
 
@@ -39,15 +40,22 @@ def _optimizer_state_axes(model_config, optimizer, param_shapes):
   return jax.tree_util.tree_map_with_path(names_for, state_shapes)
 
 
+def _param_shapes(model_config):
+  return jax.eval_shape(lambda: decoder.init_params(model_config, jax.random.key(0)))
+
+
 def logical_axes(model_config, optimizer):
   """Same tree as the train state, with logical axis names at each leaf."""
-  param_shapes = jax.eval_shape(lambda: decoder.init_params(model_config, jax.random.key(0)))
   return {"step": (), "params": decoder.logical_axes(model_config),
-          "opt_state": _optimizer_state_axes(model_config, optimizer, param_shapes)}
+          "opt_state": _optimizer_state_axes(model_config, optimizer,
+                                             _param_shapes(model_config))}
 
 
 def shardings(model_config, optimizer, mesh, rules):
-  """NamedShardings of the train state on mesh."""
+  """NamedShardings of the train state on mesh; ValueError if a parameter cannot split."""
+  mesh_lib.validate_model(model_config, mesh, rules)
+  mesh_lib.validate_shardable(_param_shapes(model_config), decoder.logical_axes(model_config),
+                              mesh, rules)
   return rules_lib.shardings(logical_axes(model_config, optimizer), mesh, rules)
 
 

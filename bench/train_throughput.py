@@ -1,0 +1,223 @@
+r"""Training throughput: whale_jax's train step next to transformers + torch, same machine, same run.
+
+  python bench/train_throughput.py                      # ~3M and ~100M Qwen3, T = 512
+  python bench/train_throughput.py --models=small --repeats=3
+
+For each model a random Qwen3 checkpoint is written with transformers and loaded into
+whale_jax with hf.load_hf, so both frameworks train the very same weights on the very same
+batch with the same loss (token-mean NLL over the loss mask), AdamW and gradient clipping.
+Steps alternate between the two frameworks so that load from other processes hits both
+alike; each reports the median over repeats.
+
+MFU = model FLOPs per second / peak FLOPs per second. Model FLOPs per token follow the PaLM
+convention, 6 * (matmul parameters, the output projection included) + 12 * L * N * H * T
+for attention (T = sequence length), whatever the framework actually computes. The peak is
+measured here, in this run: the faster of a large float32 jnp.dot and torch.mm.
+
+Each step is timed twice: wall-clock seconds, and CPU seconds of this process (all threads).
+When other processes share the cores, wall time mostly measures their load; CPU-MFU
+(model FLOPs per CPU second / the matmul's FLOPs per CPU second) and the CPU-time ratio are
+the steadier comparison. Threads that spin while waiting count as CPU time, so CPU time is
+an upper bound on the work done.
+"""
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+import transformers
+
+from whale_jax.models import hf
+from whale_jax.parallel import mesh as mesh_lib
+from whale_jax.parallel import rules
+from whale_jax.train import optimizer as optimizer_lib
+from whale_jax.train import rsft
+from whale_jax.train import step as step_lib
+from whale_jax.train import train_state
+
+# Qwen3 shapes (q/k norm, tied embeddings, grouped-query attention).
+MODELS = {
+    "small": dict(vocab_size=8192, hidden_size=192, intermediate_size=768, num_hidden_layers=4,
+                  num_attention_heads=6, num_key_value_heads=2, head_dim=32),
+    "base": dict(vocab_size=32768, hidden_size=768, intermediate_size=2048,
+                 num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
+                 head_dim=64),
+}
+LEARNING_RATE, WEIGHT_DECAY, MAX_GRAD_NORM = 1e-4, 0.01, 1.0
+
+
+def timed(function):
+  """(wall seconds, CPU seconds of this process over all its threads) of one call."""
+  wall, cpu = time.perf_counter(), time.process_time()
+  function()
+  return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def measure_peak_flops(size, repeats):
+  """Float32 [size, size] @ [size, size] in jax and in torch: {name: (FLOP per wall second,
+  FLOP per CPU second)}, medians over repeats."""
+  rng = np.random.default_rng(0)
+  a, b = (rng.normal(size=(size, size)).astype(np.float32) for _ in range(2))
+  flops = 2 * size**3
+  dot = jax.jit(jnp.dot)
+  a_jax, b_jax = jnp.asarray(a), jnp.asarray(b)
+  a_torch, b_torch = torch.from_numpy(a), torch.from_numpy(b)
+  calls = {"jnp.dot": lambda: dot(a_jax, b_jax).block_until_ready(),
+           "torch.mm": lambda: torch.mm(a_torch, b_torch)}
+  times = {name: [] for name in calls}
+  for call in calls.values():
+    call()
+  for _ in range(repeats):
+    for name, call in calls.items():
+      times[name].append(timed(call))
+  return {name: (flops / statistics.median(t[0] for t in name_times),
+                 flops / statistics.median(t[1] for t in name_times))
+          for name, name_times in times.items()}
+
+
+def model_flops_per_token(config, seq_len):
+  matmul_params = config.num_layers * (
+      config.embed_dim * config.head_dim * (2 * config.num_heads + 2 * config.num_kv_heads)
+      + 3 * config.embed_dim * config.mlp_dim) + config.embed_dim * config.vocab_size
+  attention = 12 * config.num_layers * config.num_heads * config.head_dim * seq_len
+  return 6 * matmul_params + attention
+
+
+def make_batch(vocab_size, batch_size, seq_len, prompt_len, seed=0):
+  rng = np.random.default_rng(seed)
+  tokens = rng.integers(0, vocab_size, size=(batch_size, seq_len)).astype(np.int32)
+  loss_mask = np.zeros((batch_size, seq_len), np.float32)
+  loss_mask[:, prompt_len:] = 1
+  return {"tokens": tokens,
+          "positions": np.broadcast_to(np.arange(seq_len, dtype=np.int32), tokens.shape).copy(),
+          "segment_ids": np.ones_like(tokens), "loss_mask": loss_mask}
+
+
+def torch_step_fn(model, batch):
+  optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.999),
+                                eps=1e-8, weight_decay=WEIGHT_DECAY)
+  tokens = torch.from_numpy(batch["tokens"]).long()
+  loss_mask = torch.from_numpy(batch["loss_mask"][:, 1:])
+  num_targets = loss_mask.sum()
+
+  def step():
+    logits = model(input_ids=tokens).logits
+    logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    target = torch.gather(logprobs, 2, tokens[:, 1:, None]).squeeze(-1)
+    loss = -(target * loss_mask).sum() / num_targets
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+  return step
+
+
+def jax_step_fn(config, params, batch):
+  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(
+      learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM))
+  mesh = mesh_lib.make_mesh(data=1, devices=jax.devices()[:1])
+  state = train_state.create(config, params, optimizer, mesh, rules.TRAIN_RULES)
+  train_step = step_lib.make_train_step(config, rsft.loss, optimizer, mesh, rules.TRAIN_RULES)
+  batch = mesh_lib.place_batch(batch, mesh, rules.TRAIN_RULES)
+  holder = {"state": state}
+
+  def step():
+    holder["state"], metrics = train_step(holder["state"], batch)
+    return float(metrics["loss"])
+
+  return step
+
+
+def bench_model(name, batch_size, seq_len, repeats, peak_flops):
+  hf_config = transformers.Qwen3Config(**MODELS[name], tie_word_embeddings=True,
+                                       max_position_embeddings=4096, rms_norm_eps=1e-6)
+  torch.manual_seed(0)
+  model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+  with tempfile.TemporaryDirectory() as directory:
+    model.save_pretrained(directory, safe_serialization=True)
+    config, params = hf.load_hf(directory)
+  model.train()
+  batch = make_batch(config.vocab_size, batch_size, seq_len, prompt_len=seq_len // 8)
+  steps = {"whale_jax": jax_step_fn(config, params, batch), "torch": torch_step_fn(model, batch)}
+  first_loss = {framework: step() for framework, step in steps.items()}  # compile, warm up
+  times = {framework: [] for framework in steps}
+  for _ in range(repeats):
+    for framework, step in steps.items():
+      times[framework].append(timed(step))
+  tokens_per_step = batch_size * seq_len
+  flops_per_step = model_flops_per_token(config, seq_len) * tokens_per_step
+  result = {"model": name, "params": config.num_params(), "batch_size": batch_size,
+            "seq_len": seq_len, "first_loss": first_loss}
+  for framework, framework_times in times.items():
+    seconds = statistics.median(t[0] for t in framework_times)
+    cpu_seconds = statistics.median(t[1] for t in framework_times)
+    result[framework] = {
+        "seconds_per_step": seconds, "tokens_per_second": tokens_per_step / seconds,
+        "mfu": flops_per_step / seconds / peak_flops[0],
+        "cpu_seconds_per_step": cpu_seconds,
+        "cpu_mfu": flops_per_step / cpu_seconds / peak_flops[1],
+        "all_seconds": [round(t[0], 3) for t in framework_times],
+        "all_cpu_seconds": [round(t[1], 3) for t in framework_times]}
+  result["ratio"] = result["whale_jax"]["tokens_per_second"] / result["torch"]["tokens_per_second"]
+  result["cpu_ratio"] = (result["torch"]["cpu_seconds_per_step"] /
+                         result["whale_jax"]["cpu_seconds_per_step"])
+  return result
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--models", default="small,base", help="comma-separated: small, base")
+  parser.add_argument("--batch_sizes", default="8,4", help="rows per step, one per model")
+  parser.add_argument("--seq_len", type=int, default=512)
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--peak_size", type=int, default=4096, help="matmul size for the peak")
+  parser.add_argument("--output", default=None, help="also write the results as JSON here")
+  args = parser.parse_args()
+  names = args.models.split(",")
+  batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+  if len(batch_sizes) == 1:
+    batch_sizes *= len(names)
+  if len(batch_sizes) != len(names) or any(name not in MODELS for name in names):
+    parser.error(f"--models must name models of {sorted(MODELS)} and --batch_sizes give one "
+                 "size per model (or one for all).")
+
+  print(f"jax {jax.__version__} on {jax.devices()[0].platform}, torch {torch.__version__} "
+        f"with {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
+        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
+  peaks = measure_peak_flops(args.peak_size, repeats=max(args.repeats, 5))
+  peak = tuple(max(values[i] for values in peaks.values()) for i in range(2))
+  print(f"matmul peak (float32 {args.peak_size}^2), per wall / per CPU second: " + ", ".join(
+      f"{name} {wall / 1e9:.1f} / {cpu / 1e9:.1f} GFLOP" for name, (wall, cpu) in peaks.items())
+      + f" -> peak {peak[0] / 1e9:.1f} / {peak[1] / 1e9:.1f} GFLOP")
+  results = []
+  for name, batch_size in zip(names, batch_sizes):
+    result = bench_model(name, batch_size, args.seq_len, args.repeats, peak)
+    results.append(result)
+    jax_result, torch_result = result["whale_jax"], result["torch"]
+    print(f"{name}: {result['params'] / 1e6:.1f}M params, batch {batch_size} x {args.seq_len}, "
+          f"first-step loss jax {result['first_loss']['whale_jax']:.5f} / torch "
+          f"{result['first_loss']['torch']:.5f}")
+    for framework in ("whale_jax", "torch"):
+      r = result[framework]
+      print(f"  {framework:9s} {r['tokens_per_second']:8.0f} tokens/s  {r['seconds_per_step']:.3f} "
+            f"s/step  MFU {100 * r['mfu']:.1f}%  | {r['cpu_seconds_per_step']:.3f} CPU-s/step  "
+            f"CPU-MFU {100 * r['cpu_mfu']:.1f}%  | steps {r['all_seconds']} "
+            f"CPU {r['all_cpu_seconds']}")
+    print(f"  ratio whale_jax / torch: tokens/s {result['ratio']:.2f}, "
+          f"tokens per CPU-second {result['cpu_ratio']:.2f}")
+  if args.output:
+    with open(args.output + ".tmp", "w") as f:
+      json.dump({"peak_flops": peak, "matmul_flops": peaks, "results": results}, f, indent=1)
+    os.replace(args.output + ".tmp", args.output)
+
+
+if __name__ == "__main__":
+  main()
