@@ -178,3 +178,27 @@ def test_a_tiny_model_overfits_a_small_set():
     state, metrics = step(state, batch)
     losses.append(float(metrics["loss"]))
   assert losses[-1] <= 0.1 * losses[0], losses[::10]
+
+
+HYBRID = config_lib.ModelConfig(
+    model_type="qwen3_5", vocab_size=40, num_layers=3, embed_dim=24, mlp_dim=40, num_heads=4,
+    num_kv_heads=2, head_dim=8, partial_rotary_factor=0.5, tie_embeddings=False,
+    layer_types=("linear_attention", "linear_attention", "full_attention"),
+    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=4,
+    linear_value_head_dim=6, linear_conv_width=4, rms_norm_eps=1e-2)
+
+
+@pytest.mark.slow
+def test_hybrid_qwen3_5_sharded_step_matches_unsharded():
+  results = []
+  for mesh in (single_device_mesh(), mesh_lib.make_mesh(data=2, fsdp=2, tensor=2)):
+    state = train_state.create(HYBRID, random_params.numpy_params(HYBRID), optax.sgd(1.0),
+                               mesh, rules.TRAIN_RULES)
+    step = step_lib.make_train_step(HYBRID, GRPO_LOSS, optax.sgd(1.0), mesh, rules.TRAIN_RULES)
+    results.append(jax.device_get(step(state, make_batch())))
+  (expected, expected_metrics), (actual, metrics) = results
+  np.testing.assert_allclose(metrics["loss"], expected_metrics["loss"], rtol=1e-5, atol=1e-6)
+  # The delta rule's gated norm amplifies float32 rounding (see tests/models/test_qwen3_5.py)
+  # and these gradients reach ~10: compare at 1e-4 of each tensor's scale.
+  for a, e in zip(jax.tree.leaves(actual["params"]), jax.tree.leaves(expected["params"])):
+    np.testing.assert_allclose(a, e, rtol=0, atol=1e-4 * np.abs(e).max())
