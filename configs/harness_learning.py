@@ -127,9 +127,9 @@ def smoke(config):
   config.harness_learning.update(
       proposer_model=dict(presets.tiny_model(), seed=1), proposer_tokenizer="byte",
       proposer_training=dict(optimizer=dict(learning_rate=1e-3, warmup_steps=0),
-                             row_length=3072, samples_per_step=8,
+                             row_length=3584, samples_per_step=8,
                              sampler=dict(max_slots=8, steps_per_call=16,
-                                          max_cache_length=3072)),
+                                          max_cache_length=3584)),
       proposer_sampling=dict(max_tokens=32, temperature=1.0),
       teachers=(dict(proposer="edit_library"),), sft_domains=(), grpo_domains=(),
       demonstration_contexts=2, teacher_candidates=2, sft_epochs=1, grpo_steps=1,

@@ -440,3 +440,99 @@ def test_smoke_config_runs_end_to_end_with_exact_rollout_counts(tmp_path, episod
   assert kinds == ["demonstrations"] * 2 + ["sft", "grpo"] + ["adaptation"] * 2
   assert os.path.isdir(os.path.join(workdir, "proposer_checkpoints"))
   assert os.path.exists(os.path.join(workdir, "harness_learning", "demonstrations.jsonl"))
+
+
+# ---- a scripted solver: demonstrations exist, SFT trains, and resuming changes nothing -----
+
+def chain_sum_solver(prompt_text):
+  """A solver that adds up a chain_sum problem only when the prompt reminds it of the
+  answer format (the edit library's format_reminder edits), and guesses otherwise."""
+  import re  # pylint: disable=g-import-not-at-top
+  if "exactly the format" not in prompt_text and "Double-check" not in prompt_text:
+    return "I think 7"
+  expression = re.findall(r"problem: (.*?) =", prompt_text)[-1].replace(" ", "")
+  return str(sum(int(number) * (-1 if sign == "-" else 1)
+                 for sign, number in re.findall(r"([+-]?)(\d+)", expression)))
+
+
+def _scripted_run(config, workdir, fail_on_judge_call=None, monkeypatch=None):
+  """Runs the recipe with the chain_sum solver scripted; returns (summary or None, proposer
+  params at the end or None, the run's final counts)."""
+  from whale_jax.harness import HarnessRuntime  # pylint: disable=g-import-not-at-top
+  from whale_jax.harness import ScriptedBackend  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  from whale_jax.train import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
+  captured = {}
+  original_judge, original_finish = harness_revision.judge_replies, harness_learning.finish
+  calls = [0]
+
+  def judge(*args, **kwargs):
+    calls[0] += 1
+    if calls[0] == fail_on_judge_call:
+      raise RuntimeError("interrupted")
+    return original_judge(*args, **kwargs)
+
+  def finish(run, hl_config, proposer):
+    captured["params"] = jax.device_get(proposer.policy.state["params"])
+    return original_finish(run, hl_config, proposer)
+
+  monkeypatch.setattr(harness_revision, "judge_replies", judge)
+  monkeypatch.setattr(harness_learning, "finish", finish)
+  run = experiment.build_run(config, workdir, show_progress=False)
+  run.runtime.close()
+  run.runtime = HarnessRuntime(ScriptedBackend(run.tokenizer, chain_sum_solver), run.tokenizer,
+                               num_workers=2, timeout_seconds=30.0,
+                               allowed_imports=run.domain.allowed_imports)
+  summary = None
+  try:
+    summary = experiment.run_recipe(run, "harness_learning", config)
+  except RuntimeError as error:
+    assert str(error) == "interrupted"
+  finally:
+    checkpoint_lib.wait_until_finished(run.manager)
+    run.runtime.close()
+    run.policy.close()
+    run.log.close()
+    monkeypatch.setattr(harness_revision, "judge_replies", original_judge)
+    monkeypatch.setattr(harness_learning, "finish", original_finish)
+  return summary, captured.get("params"), run.counts.to_json()
+
+
+def _scripted_config():
+  config = harness_learning_configs.get_config("smoke")
+  config.harness_learning.teacher_candidates = 5   # every edit the library has for chain_sum
+  return config
+
+
+def _metrics(workdir):
+  return [{k: v for k, v in json.loads(line).items() if "seconds" not in k}
+          for line in open(os.path.join(workdir, "metrics.jsonl"))]
+
+
+@pytest.mark.slow
+def test_scripted_solver_demonstrations_train_and_an_interrupted_run_resumes_exactly(
+    tmp_path, monkeypatch):
+  import jax  # pylint: disable=g-import-not-at-top
+  reference, interrupted = str(tmp_path / "reference"), str(tmp_path / "interrupted")
+  summary, params, counts = _scripted_run(_scripted_config(), reference,
+                                          monkeypatch=monkeypatch)
+  rows = [json.loads(line) for line in
+          open(os.path.join(reference, "harness_learning", "demonstrations.jsonl"))]
+  # Both contexts start from the seed (score 0); both format reminders score 1.
+  assert summary["demonstrations"] == len(rows) == 4
+  assert all(row["score"] == 1.0 and row["baseline"] == 0.0 for row in rows)
+  assert all("PROMPT_TEMPLATE" in row["reply"] and "SEARCH" in row["reply"] for row in rows)
+  sft_row = next(row for row in _metrics(reference) if row.get("kind") == "sft")
+  assert sft_row["samples"] == 4 and sft_row["optimizer_steps"] == 1
+
+  # Judge calls: 2 demonstration contexts, 1 GRPO context, 1 strict round, 1 best-of round.
+  assert _scripted_run(_scripted_config(), interrupted, 2, monkeypatch)[0] is None
+  assert _scripted_run(_scripted_config(), interrupted, 5, monkeypatch)[0] is None
+  resumed, resumed_params, resumed_counts = _scripted_run(_scripted_config(), interrupted,
+                                                          monkeypatch=monkeypatch)
+  for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(resumed_params)):
+    np.testing.assert_array_equal(a, b)
+  assert resumed_counts == counts
+  assert resumed["adaptation"] == summary["adaptation"]
+  assert resumed["incumbent_hash"] == summary["incumbent_hash"]
+  assert _metrics(interrupted) == _metrics(reference)

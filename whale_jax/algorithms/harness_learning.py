@@ -466,7 +466,13 @@ def sft(run, hl_config, proposer, rows):
   """SFT of the proposer on the demonstration pairs (loss on the reply tokens only)."""
   samples = [harness_revision.demonstration_sample(proposer.tokenizer, row["messages"],
                                                    row["reply"]) for row in rows]
-  kept = [s for s in samples if len(s.token_ids) <= proposer.policy.config.row_length]
+  row_length = proposer.policy.config.row_length
+  kept = [s for s in samples if len(s.token_ids) <= row_length]
+  if len(kept) < len(samples):
+    logging.warning("%d of %d demonstrations are longer than the proposer's row_length=%d "
+                    "and are left out of SFT; raise config.harness_learning.proposer_training"
+                    ".row_length to train on them.", len(samples) - len(kept), len(samples),
+                    row_length)
   history = proposer.policy.train(kept, "rsft", epochs=hl_config.sft_epochs) if kept else []
   metrics = {"samples": len(kept), "dropped_samples": len(samples) - len(kept),
              "optimizer_steps": len(history), "proposer_updates": proposer.policy.num_updates}
