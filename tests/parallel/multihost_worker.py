@@ -1,46 +1,92 @@
-"""One process of a two-process jax.distributed run on localhost (see test_distributed.py).
+"""One process of a jax.distributed run on localhost (see test_distributed.py).
 
   python tests/parallel/multihost_worker.py PORT PROCESS_ID NUM_PROCESSES OUT_JSON [EXTRA]
 
-Each process has 2 CPU devices. It runs the preflight checks, broadcasts host 0's text, and
-computes a sharded reduction over a 4-device mesh; results go to OUT_JSON.
+The processes share 4 CPU devices (4 / NUM_PROCESSES each). Each runs the preflight checks,
+broadcasts host 0's text, takes one sharded RSFT train step of a tiny model on a
+(data=2, fsdp=2) mesh spanning all processes, and samples greedily from the updated weights
+for its share of the prompts (every host serves its own episodes with its own sampler).
+Results go to OUT_JSON; NUM_PROCESSES=1 gives the single-process reference.
 """
 import json
 import os
 import sys
 
+NUM_DEVICES = 4
 os.environ["JAX_PLATFORMS"] = "cpu"
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count="
+                           f"{NUM_DEVICES // int(sys.argv[3])}")
 
 import jax  # noqa: E402
+from jax.experimental import multihost_utils  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
+from whale_jax.models import ModelConfig  # noqa: E402
+from whale_jax.models import decoder  # noqa: E402
 from whale_jax.parallel import distributed  # noqa: E402
+from whale_jax.parallel import mesh as mesh_lib  # noqa: E402
+from whale_jax.parallel import rules  # noqa: E402
+from whale_jax.sampling import Sampler  # noqa: E402
+from whale_jax.sampling import SamplingParams  # noqa: E402
+from whale_jax.train import optimizer as optimizer_lib  # noqa: E402
+from whale_jax.train import packing  # noqa: E402
+from whale_jax.train import rsft  # noqa: E402
+from whale_jax.train import step as step_lib  # noqa: E402
+from whale_jax.train import train_state  # noqa: E402
+
+CONFIG = ModelConfig(vocab_size=64, num_layers=2, embed_dim=32, mlp_dim=64, num_heads=4,
+                     num_kv_heads=2, head_dim=8, rope_theta=10_000.0)
+NUM_PROMPTS = 4
 
 
 def main():
   port, process_id, num_processes, out_path = sys.argv[1:5]
   extra = sys.argv[5] if len(sys.argv) > 5 else ""
-  distributed.initialize(f"127.0.0.1:{port}", int(num_processes), int(process_id),
-                         timeout_seconds=60)
+  num_processes = int(num_processes)
+  if num_processes > 1:
+    distributed.initialize(f"127.0.0.1:{port}", num_processes, int(process_id),
+                           timeout_seconds=60)
   result = {"process_index": jax.process_index(), "process_count": jax.process_count(),
             "device_count": jax.device_count()}
   try:
-    distributed.preflight(mesh_shape={"data": 4}, expected_processes=int(num_processes),
+    distributed.preflight(mesh_shape={"data": NUM_DEVICES}, expected_processes=num_processes,
                           extra_fingerprint=extra)
     result["preflight"] = "ok"
   except RuntimeError as error:
     result["preflight"] = str(error)
   result["broadcast"] = distributed.broadcast_text(f"harness from host {jax.process_index()}")
-  mesh = jax.make_mesh((4,), ("data",), axis_types=(jax.sharding.AxisType.Auto,))
-  values = np.arange(24, dtype=np.float32).reshape(8, 3)
-  x = jax.make_array_from_callback(values.shape, NamedSharding(mesh, PartitionSpec("data")),
-                                   lambda index: values[index])
-  result["sum_of_squares"] = float(jax.jit(lambda x: (x * x).sum())(x))
+
+  # A sharded train step over all processes' devices, on the same global batch everywhere.
+  params = jax.tree.map(np.asarray, decoder.init_params(CONFIG, jax.random.key(0)))
+  mesh = mesh_lib.make_mesh(data=2, fsdp=2)
+  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(learning_rate=1e-2))
+  state = train_state.create(CONFIG, params, optimizer, mesh, rules.TRAIN_RULES)
+  rng = np.random.default_rng(0)
+  samples = [packing.Sample(rng.integers(0, CONFIG.vocab_size, 12),
+                            np.r_[np.zeros(6), np.ones(6)]) for _ in range(8)]
+  batch, _ = packing.pack(samples, 24, num_rows=4)
+  step = step_lib.make_train_step(CONFIG, rsft.loss, optimizer, mesh)
+  state, metrics = step(state, batch)
+  result["loss"] = float(metrics["loss"])
+  updated = jax.tree.map(lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True)),
+                         state["params"])
+  result["updated_params"] = {"/".join(str(k.key) for k in path): value.tolist()
+                              for path, value in jax.tree_util.tree_leaves_with_path(updated)}
+
+  # Each host samples for its share of the prompts from the updated weights (local devices).
+  prompts = [list(rng.integers(0, CONFIG.vocab_size, 5 + i)) for i in range(NUM_PROMPTS)]
+  mine = list(range(jax.process_index(), NUM_PROMPTS, jax.process_count()))
+  sampler = Sampler(CONFIG, updated)
+  completions = sampler.generate([prompts[i] for i in mine],
+                                 SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True),
+                                 request_keys=mine)
+  sampler.close()
+  result["generated"] = {str(i): [int(t) for t in c.token_ids]
+                         for i, c in zip(mine, completions)}
   with open(out_path, "w") as f:
     json.dump(result, f)
-  jax.distributed.shutdown()
+  if num_processes > 1:
+    jax.distributed.shutdown()
 
 
 if __name__ == "__main__":

@@ -120,11 +120,17 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
                    out_shardings=(state_shardings, mesh_lib.replicated(mesh)),
                    donate_argnums=(0,) if donate else ())
 
+  multi_process = len({device.process_index for device in mesh.devices.flat}) > 1
+
   def checked_step(state, batch):
     batch_size, _ = batch_lib.validate(batch)
     mesh_lib.validate_batch_size(batch_size, mesh, rules, num_microbatches)
     batch = {name: value if isinstance(value, jax.Array) else np.asarray(value)
              for name, value in batch.items()}
+    if multi_process:  # every process holds the same global batch; each places its shards
+      batch = {name: value if isinstance(value, jax.Array) else jax.make_array_from_callback(
+          value.shape, batch_sharding, lambda index, value=value: value[index])
+               for name, value in batch.items()}
     return jitted(state, batch)
 
   checked_step.jitted = jitted
