@@ -117,12 +117,14 @@ def qa_metrics(instances, trajectories, scores):
   return metrics
 
 
-def _qa_domain(name, make_splits, retrieve, verifier, judge, config):
+def _qa_domain(name, make_splits, retrieve, verifier, judge, config, seed_harness="searchqa"):
+  if seed_harness not in ("searchqa", "searchqa_compact"):
+    raise ValueError(f"seed_harness={seed_harness!r}; use 'searchqa' or 'searchqa_compact'.")
   verify = _scorer(verifier, judge)
   search = search_tool(retrieve)
   return Domain(
       name=name, description=DESCRIPTION.replace("{verifier}", verifier.replace("_", " ")),
-      seed_harness=seed_harnesses.source("searchqa"), splits=make_splits, verify=verify,
+      seed_harness=seed_harnesses.source(seed_harness), splits=make_splits, verify=verify,
       tools=lambda instance: {"search": search}, metrics=qa_metrics,
       allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config)
 
@@ -196,11 +198,13 @@ class _LazyBM25:
 
 
 def synthetic_qa_domain(seed=0, split_sizes=None, verifier="exact_match", judge=None,
-                        **world):
+                        seed_harness="searchqa", **world):
   """Multi-hop QA over a generated world of fictional entities (synthetic_qa), offline.
 
   Args:
     seed: seeds both the world and the splits.
+    seed_harness: "searchqa" (WHALE's h0) or "searchqa_compact" (the same loop in fewer
+      tokens, with short passages, for tiny models).
     world: num_countries, num_cities, num_companies, num_people for generate_world.
   """
   split_sizes = dict(DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes)
@@ -210,5 +214,7 @@ def synthetic_qa_domain(seed=0, split_sizes=None, verifier="exact_match", judge=
   def make_splits():
     return splits_lib.split_instances([question_instance(q) for q in questions], split_sizes,
                                       seed)
-  config = {"seed": seed, "split_sizes": split_sizes, "verifier": verifier, **world}
-  return _qa_domain("synthetic_qa", make_splits, retrieve, verifier, judge, config)
+  config = {"seed": seed, "split_sizes": split_sizes, "verifier": verifier,
+            "seed_harness": seed_harness, **world}
+  return _qa_domain("synthetic_qa", make_splits, retrieve, verifier, judge, config,
+                    seed_harness)
