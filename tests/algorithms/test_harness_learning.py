@@ -275,7 +275,7 @@ def test_demonstrations_are_only_teacher_proposals_that_raised_the_score(tmp_pat
                                 "HYPOTHESIS: x\n" + _block('PROMPT = "?"', 'PROMPT = "!"'),
                                 raises_too, "no idea"]),
   ]
-  rows, revisions, rollouts = harness_learning.teacher_demonstrations(
+  rows, revisions, rollouts = harness_revision.teacher_demonstrations(
       context, teachers, 4, "patch", domain, scoring, evaluate, 0, baseline, archive)
   assert [row["reply"] for row in rows] == [raises, raises_too.split("</think>\n")[1]]
   assert [row["proposer"] for row in rows] == ["library", "model"]
@@ -289,7 +289,7 @@ def test_demonstrations_are_only_teacher_proposals_that_raised_the_score(tmp_pat
 def test_program_mode_demonstrations_are_whole_programs(tmp_path):
   domain, scoring, evaluate, context, archive, report = _context(tmp_path, kind="program")
   teacher = ScriptedTeacher("library", [_patch_reply('PROMPT = "BETTER Answer: {question}"')])
-  rows, _, _ = harness_learning.teacher_demonstrations(
+  rows, _, _ = harness_revision.teacher_demonstrations(
       context, [teacher], 1, "program", domain, scoring, evaluate, 0, report.success_rate,
       archive)
   assert len(rows) == 1
@@ -321,7 +321,7 @@ def test_grpo_samples_carry_group_relative_advantages_and_drop_flat_groups():
                   _completion([16])],
                  [_completion([20]), _completion([21]), _completion([22]), _completion([23])]]
   rewards = [[1.30, 0.05, 0.0, 0.15], [0.2, 0.2, 0.2, 0.2]]
-  samples, kept = harness_learning.grpo_samples(prompts, completions, rewards, "mean", True)
+  samples, kept = harness_revision.grpo_samples(prompts, completions, rewards, "mean", True)
   assert kept == 1 and len(samples) == 4
   # Group mean 0.375: advantages 0.925, -0.325, -0.375, -0.225.
   np.testing.assert_allclose([s.advantage for s in samples], [0.925, -0.325, -0.375, -0.225],
@@ -330,13 +330,13 @@ def test_grpo_samples_carry_group_relative_advantages_and_drop_flat_groups():
   assert first.token_ids.tolist() == [1, 2, 3, 10, 11]
   assert first.loss_mask.tolist() == [0, 0, 0, 1, 1]
   np.testing.assert_allclose(first.sampler_logprobs, [0, 0, 0, -0.5, -0.6], rtol=1e-6)
-  samples, kept = harness_learning.grpo_samples(prompts, completions, rewards, "mean", False)
+  samples, kept = harness_revision.grpo_samples(prompts, completions, rewards, "mean", False)
   assert kept == 2 and len(samples) == 8 and all(s.advantage == 0 for s in samples[4:])
 
 
 def test_grpo_samples_mean_std_advantages():
   completions = [[_completion([7]), _completion([8])]]
-  samples, _ = harness_learning.grpo_samples([[1]], completions, [[1.0, 0.0]], "mean_std")
+  samples, _ = harness_revision.grpo_samples([[1]], completions, [[1.0, 0.0]], "mean_std")
   # mean 0.5, sample standard deviation sqrt(0.5): advantages +-0.5 / 0.70711.
   np.testing.assert_allclose([s.advantage for s in samples], [0.707106, -0.707106], rtol=1e-5)
 
@@ -351,17 +351,17 @@ def _revision(score, ran=True, runnable=None):
 
 
 def test_strict_rule_keeps_only_a_strict_improvement():
-  assert harness_learning.select("strict", [_revision(0.6)], 0.5).score == 0.6
-  assert harness_learning.select("strict", [_revision(0.5)], 0.5) is None
-  assert harness_learning.select("strict", [_revision(0.0, ran=False)], -1.0) is None
+  assert harness_revision.select("strict", [_revision(0.6)], 0.5).score == 0.6
+  assert harness_revision.select("strict", [_revision(0.5)], 0.5) is None
+  assert harness_revision.select("strict", [_revision(0.0, ran=False)], -1.0) is None
 
 
 def test_best_of_rule_keeps_the_best_runnable_even_when_worse():
   revisions = [_revision(0.9, runnable=False), _revision(0.2), _revision(0.3),
                _revision(0.3), _revision(0.0, ran=False)]
-  chosen = harness_learning.select("best_of", revisions, 0.8)
+  chosen = harness_revision.select("best_of", revisions, 0.8)
   assert chosen is revisions[2]
-  assert harness_learning.select("best_of", [_revision(0.0, ran=False)] * 8, 0.1) is None
+  assert harness_revision.select("best_of", [_revision(0.0, ran=False)] * 8, 0.1) is None
 
 
 # ---- configuration -------------------------------------------------------------------------

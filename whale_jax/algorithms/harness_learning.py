@@ -98,15 +98,12 @@ from whale_jax.algorithms import run_log
 from whale_jax.harness import Harness
 from whale_jax.parallel import rules
 from whale_jax.sampling import SamplingParams
-from whale_jax.search import candidate_check
 from whale_jax.search import evaluation as search_evaluation
-from whale_jax.search import proposal as proposal_lib
 from whale_jax.tokenization import load_tokenizer
 from whale_jax.train import checkpoint as checkpoint_lib
-from whale_jax.train import grpo as grpo_lib
 from whale_jax.train import train_state
 
-SELECTION_RULES = ("strict", "best_of")
+SELECTION_RULES = harness_revision.SELECTION_RULES
 STAGES = ("base", "sft", "grpo")
 CHAT_TEMPLATE_MARGIN_TOKENS = 64
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
@@ -114,8 +111,28 @@ DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 
 @dataclasses.dataclass(frozen=True)
 class HarnessLearningConfig:
-  """config.harness_learning keys (see the module docstring)."""
-  kind: str = "patch"                  # "patch" (Reasoning Gym) or "program" (multi-hop QA)
+  """config.harness_learning keys (the module docstring tells how each is used).
+
+  Attributes:
+    kind: "patch" (SEARCH/REPLACE blocks; Reasoning Gym) or "program" (whole programs;
+      multi-hop QA).
+    proposer_model, proposer_tokenizer, proposer_training: the proposer (config.model
+      layout, a tokenizer name, PolicyConfig fields); empty: the solver's.
+    proposer_sampling: SamplingParams fields of proposer replies.
+    teachers: proposer sections (config.search layout) that write demonstrations.
+    sft_domains, grpo_domains: training domains (names or sections; empty: run.domain).
+    demonstration_contexts, teacher_candidates, sft_epochs: the demonstrations and SFT.
+    grpo_steps, contexts_per_step, num_candidates: GRPO steps, contexts per step, K.
+    diagnostic_size, scoring_size: tasks of a training context (weight split).
+    multi_step: carry improving candidates forward as later contexts' current harness.
+    selection_rules, strict_rounds, best_of_rounds, best_of_candidates: test-time rounds.
+    adaptation_diagnostic_size: 0 = diagnose on the scoring tasks, else per-round draws
+      from the validation split.
+    adapt_stages: after which of "base", "sft", "grpo" to adapt.
+    context_budget_tokens: the proposer context's size, in proposer tokens.
+    reward: harness_revision.RewardConfig fields (the executability bonus).
+  """
+  kind: str = "patch"
   proposer_model: dict = dataclasses.field(default_factory=dict)
   proposer_tokenizer: str = ""
   proposer_training: dict = dataclasses.field(default_factory=dict)
@@ -145,7 +162,8 @@ class HarnessLearningConfig:
   def __post_init__(self):
     for name in ("teachers", "sft_domains", "grpo_domains", "selection_rules", "adapt_stages"):
       value = getattr(self, name)
-      object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+      single = isinstance(value, (str, dict))
+      object.__setattr__(self, name, (value,) if single else tuple(value))
     if self.kind not in harness_revision.KINDS:
       raise ValueError(f"config.harness_learning.kind={self.kind!r}; use 'patch' "
                        "(SEARCH/REPLACE blocks) or 'program' (whole programs).")
@@ -292,13 +310,13 @@ def restore_proposer(run, proposer):
   return True
 
 
-def _propose(run, proposer, context, n, key):
-  """(prompt ids, n Completions) sampled from the proposer for one context."""
+def _submit(run, proposer, context, n, key):
+  """(prompt ids, future of n Completions) sampled from the proposer for one context,
+  seeded by (run seed, key)."""
   prompt = harness_revision.prompt_ids(proposer.tokenizer, context.messages)
   seed = rollouts_lib.episode_seed(run.loop.seed, ("proposer",) + tuple(key), "", 0)
-  completions = proposer.policy.sampler.submit(
-      prompt, proposer.sampling.replace(n=n, seed=seed)).result()
-  return prompt, completions
+  return prompt, proposer.policy.sampler.submit(prompt,
+                                                proposer.sampling.replace(n=n, seed=seed))
 
 
 # ---- Tasks and contexts -------------------------------------------------------------------
@@ -379,53 +397,6 @@ def _carry(hl_config, carried, domain, revisions, baseline):
 
 # ---- Demonstrations and SFT ---------------------------------------------------------------
 
-def teacher_reply(proposal, kind, current_source, allowed_imports, max_lines):
-  """The reply a teacher's proposal is trained as: its text without thinking; in program
-  mode a patch is turned into the whole program it produces."""
-  reply = harness_revision.without_thinking(
-      proposal.raw_output or proposal_lib.format_reply(proposal.hypothesis, proposal.text))
-  if proposal.error:
-    return ""
-  if kind == "program" and proposal.kind == "patch":
-    prepared = candidate_check.prepare_candidate(proposal, current_source, allowed_imports,
-                                                 max_lines)
-    if prepared.ok:
-      reply = proposal_lib.format_reply(proposal.hypothesis,
-                                        f"```python\n{prepared.source.rstrip()}\n```\n")
-  return reply
-
-
-def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scoring, evaluate,
-                           seed, baseline, archive, rewards=harness_revision.RewardConfig()):
-  """Teacher proposals for one context, judged; the ones that raised the score as rows.
-
-  Returns:
-    (rows, revisions, rollouts): rows are {"domain", "messages", "reply", "proposer",
-    "score", "baseline", "candidate"} for each reply that ran and scored strictly above
-    baseline (the current harness's scoring mean).
-  """
-  replies, names = [], []
-  current_source = context.incumbent.source
-  for teacher in teachers:
-    try:
-      proposals = list(teacher.propose(context, num_proposals))[:num_proposals]
-    except Exception as error:  # pylint: disable=broad-except
-      logging.warning("Teacher %s raised %s: %s; it proposes nothing for this context.",
-                      getattr(teacher, "name", teacher), type(error).__name__, error)
-      proposals = []
-    for proposal in proposals:
-      replies.append(teacher_reply(proposal, kind, current_source, domain.allowed_imports,
-                                   rewards.max_lines))
-      names.append(proposal.proposer or getattr(teacher, "name", ""))
-  revisions, rollouts = harness_revision.judge_replies(
-      replies, kind, current_source, domain, scoring, evaluate, seed, archive, rewards, names)
-  rows = [{"domain": domain.name, "messages": [dict(m) for m in context.messages],
-           "reply": revision.reply, "proposer": revision.proposer, "score": revision.score,
-           "baseline": baseline, "candidate": revision.candidate_id}
-          for revision in revisions if revision.ran and revision.score > baseline]
-  return rows, revisions, rollouts
-
-
 def collect_demonstrations(run, hl_config, proposer, teachers, domains):
   """The demonstrations phase; writes and returns the demonstration rows."""
   rows, carried = [], {}
@@ -438,7 +409,7 @@ def collect_demonstrations(run, hl_config, proposer, teachers, domains):
     context, archive, baseline, rollouts = _training_context(
         run, hl_config, proposer, domain, current, diagnostic, scoring,
         _directory(run, "demonstrations", f"context_{index:04d}"), index + 2, True)
-    new_rows, revisions, more = teacher_demonstrations(
+    new_rows, revisions, more = harness_revision.teacher_demonstrations(
         context, teachers, hl_config.teacher_candidates, hl_config.kind, domain, scoring,
         _evaluate(run, domain), run.loop.seed, baseline, archive, hl_config.rewards)
     run.counts.add("harness", rollouts + more)
@@ -485,28 +456,6 @@ def sft(run, hl_config, proposer, rows):
 
 # ---- GRPO ---------------------------------------------------------------------------------
 
-def grpo_samples(prompts, completions, rewards, normalization="mean_std",
-                 filter_zero_advantage=True):
-  """GRPO samples of the proposer's replies; returns (samples, number of groups kept).
-
-  Args:
-    prompts: [P] prompt ids, one per context.
-    completions: [P][K] Completions sampled for each prompt.
-    rewards: [P][K] their rewards.
-  """
-  rewards = np.asarray(rewards, np.float32)  # [P, K]
-  advantages = np.asarray(grpo_lib.group_advantages(rewards, normalization=normalization))
-  samples, kept_groups = [], 0
-  for prompt, group, group_advantages in zip(prompts, completions, advantages):
-    if filter_zero_advantage and np.all(group_advantages == 0):
-      continue
-    kept_groups += 1
-    for completion, advantage in zip(group, group_advantages):
-      if len(completion.token_ids):
-        samples.append(harness_revision.completion_sample(prompt, completion, advantage))
-  return samples, kept_groups
-
-
 def grpo_step(run, hl_config, proposer, domains, step):
   """One GRPO step of the proposer; returns its metrics."""
   carried = _notes(run)["carried"].setdefault("grpo", {})
@@ -523,12 +472,10 @@ def grpo_step(run, hl_config, proposer, domains, step):
         hl_config.multi_step)
     rollouts += used
     contexts.append((context, archive, domain, scoring, baseline))
-  prompts, completions = [], []
-  for index, (context, *_) in enumerate(contexts):
-    prompt, group = _propose(run, proposer, context, hl_config.num_candidates,
-                             ("grpo", step, index))
-    prompts.append(prompt)
-    completions.append(group)
+  requests = [_submit(run, proposer, context, hl_config.num_candidates, ("grpo", step, index))
+              for index, (context, *_) in enumerate(contexts)]  # all in flight together
+  prompts = [prompt for prompt, _ in requests]
+  completions = [future.result() for _, future in requests]
   all_revisions = []
   for (context, archive, domain, scoring, baseline), group in zip(contexts, completions):
     revisions, used = harness_revision.judge_replies(
@@ -540,7 +487,7 @@ def grpo_step(run, hl_config, proposer, domains, step):
     _carry(hl_config, carried, domain, revisions, baseline)
   run.counts.add("harness", rollouts)
   rewards = [[revision.reward for revision in revisions] for revisions in all_revisions]
-  samples, kept_groups = grpo_samples(prompts, completions, rewards,
+  samples, kept_groups = harness_revision.grpo_samples(prompts, completions, rewards,
                                       run.loop.advantage_normalization,
                                       run.loop.filter_zero_advantage)
   row_length = proposer.policy.config.row_length
@@ -569,21 +516,6 @@ def grpo_step(run, hl_config, proposer, domains, step):
 
 
 # ---- Test-time adaptation -----------------------------------------------------------------
-
-def select(rule, revisions, current_score):
-  """The revision a round keeps, or None to keep the current harness.
-
-  strict: the (single) candidate, when it ran and scored strictly above current_score.
-  best_of: the highest-scoring runnable candidate (the first of equals), even when worse.
-  """
-  if rule == "strict":
-    first = revisions[0] if revisions else None
-    return first if first is not None and first.ran and first.score > current_score else None
-  if rule == "best_of":
-    runnable = [r for r in revisions if r.runnable]
-    return max(runnable, key=lambda r: r.score) if runnable else None
-  raise ValueError(f"Selection rule {rule!r}; use one of {SELECTION_RULES}.")
-
 
 def adapt(run, hl_config, proposer, stage, rule):
   """Test-time adaptation of run.domain's seed harness under one selection rule; returns its
@@ -625,14 +557,14 @@ def adapt(run, hl_config, proposer, stage, rule):
             evaluate(Harness(state["current"]), scoring, keys), scoring, keys)
         rollouts += baseline.rollouts
         state["current_score"] = baseline.success_rate
-    prompt, completions = _propose(run, proposer, context, num_candidates,
-                                   ("adapt", label, index))
+    prompt, future = _submit(run, proposer, context, num_candidates, ("adapt", label, index))
+    completions = future.result()
     revisions, used = harness_revision.judge_replies(
         [c.text for c in completions], hl_config.kind, state["current"], run.domain, scoring,
         evaluate, seed, archive, hl_config.rewards,
         [proposer.policy.weights_id] * len(completions))
     run.counts.add("harness", rollouts + used)
-    chosen = select(rule, revisions, state["current_score"])
+    chosen = harness_revision.select(rule, revisions, state["current_score"])
     relative = os.path.relpath(directory, run.workdir)
     previous_score = state["current_score"]
     if chosen is not None:

@@ -29,8 +29,16 @@ Reward (SPEC 3.3), reward(kind, parsed, applied, completed_fraction, score):
   program  score + 0.10 when the reply holds a program that parses, defines run, has at most
            200 lines and completes the evaluation run; otherwise 0.
 A run "completes" when completed_fraction >= min_completed_fraction (1.0: every scoring
-episode ended "ok"). A reply is `runnable` when it ran and completed; the best-of-8 selection
-rule picks among runnable replies. The reward is never negative.
+episode ended "ok"). A reply is `runnable` when it ran and completed. The reward is never
+negative.
+
+What a revision feeds (SPEC 3.3-3.4):
+  select(rule, revisions, current_score)   the version a test-time round carries forward:
+      "strict" keeps its one candidate only on strict improvement, "best_of" the
+      highest-scoring runnable candidate even when worse (None: keep the current harness).
+  teacher_demonstrations(...)   teacher proposals judged; those that raised the score become
+      (context messages -> reply) rows; demonstration_sample() makes the SFT Sample.
+  grpo_samples(...)             the K replies of each context with group-relative advantages.
 """
 import ast
 import concurrent.futures
@@ -39,6 +47,7 @@ import re
 import shutil
 import textwrap
 
+from absl import logging
 import numpy as np
 
 from whale_jax.harness import patches
@@ -49,9 +58,11 @@ from whale_jax.search import candidate_check
 from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
+from whale_jax.train import grpo as grpo_lib
 from whale_jax.train import packing
 
 KINDS = ("patch", "program")
+SELECTION_RULES = ("strict", "best_of")
 INSTRUCTIONS_VERSION = "harness-learning-1"
 INSTRUCTIONS = """\
 You revise a harness: a Python program `run(task, llm, tools) -> str` that drives a fixed
@@ -336,7 +347,8 @@ def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed
         id=archive.next_id(), iteration=2, index=index,
         hash=program.content_hash(source) if source is not None else None, parent=parent.id,
         origin=prepared.origin if prepared is not None else kind, proposer=proposer,
-        hypothesis=proposal.hypothesis, status="evaluated" if evaluation is not None else "rejected",
+        hypothesis=proposal.hypothesis,
+        status="evaluated" if evaluation is not None else "rejected",
         reasons=list(reasons), apply_report=prepared.apply_report if prepared else "",
         static_check=list(prepared.static_check) if prepared else [],
         weights_id=getattr(evaluate, "weights_id", None),
@@ -349,6 +361,92 @@ def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed
         runnable=evaluation is not None and completed >= config.min_completed_fraction,
         source=source, reasons=reasons, candidate_id=record.id, hypothesis=proposal.hypothesis))
   return revisions, rollouts
+
+
+# ---- Selection, demonstrations and GRPO samples ----------------------------------------
+
+def select(rule, revisions, current_score):
+  """The revision a round keeps, or None to keep the current harness.
+
+  strict: the (single) candidate, when it ran and scored strictly above current_score.
+  best_of: the highest-scoring runnable candidate (the first of equals), even when worse.
+  """
+  if rule == "strict":
+    first = revisions[0] if revisions else None
+    return first if first is not None and first.ran and first.score > current_score else None
+  if rule == "best_of":
+    runnable = [r for r in revisions if r.runnable]
+    return max(runnable, key=lambda r: r.score) if runnable else None
+  raise ValueError(f"Selection rule {rule!r}; use one of {SELECTION_RULES}.")
+
+
+def teacher_reply(proposal, kind, current_source, allowed_imports, max_lines):
+  """The reply a teacher's proposal is trained as: its text without thinking; in program
+  mode a patch is turned into the whole program it produces."""
+  if proposal.error:
+    return ""
+  reply = without_thinking(
+      proposal.raw_output or proposal_lib.format_reply(proposal.hypothesis, proposal.text))
+  if kind == "program" and proposal.kind == "patch":
+    prepared = candidate_check.prepare_candidate(proposal, current_source, allowed_imports,
+                                                 max_lines)
+    if prepared.ok:
+      reply = proposal_lib.format_reply(proposal.hypothesis,
+                                        f"```python\n{prepared.source.rstrip()}\n```\n")
+  return reply
+
+
+def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scoring, evaluate,
+                           seed, baseline, archive, rewards=RewardConfig()):
+  """Teacher proposals for one context, judged; the ones that raised the score as rows.
+
+  Returns:
+    (rows, revisions, rollouts): rows are {"domain", "messages", "reply", "proposer",
+    "score", "baseline", "candidate"} for each reply that ran and scored strictly above
+    baseline (the current harness's scoring mean).
+  """
+  replies, names = [], []
+  current_source = context.incumbent.source
+  for teacher in teachers:
+    try:
+      proposals = list(teacher.propose(context, num_proposals))[:num_proposals]
+    except Exception as error:  # pylint: disable=broad-except
+      logging.warning("Teacher %s raised %s: %s; it proposes nothing for this context.",
+                      getattr(teacher, "name", teacher), type(error).__name__, error)
+      proposals = []
+    for proposal in proposals:
+      replies.append(teacher_reply(proposal, kind, current_source, domain.allowed_imports,
+                                   rewards.max_lines))
+      names.append(proposal.proposer or getattr(teacher, "name", ""))
+  revisions, rollouts = judge_replies(
+      replies, kind, current_source, domain, scoring, evaluate, seed, archive, rewards, names)
+  rows = [{"domain": domain.name, "messages": [dict(m) for m in context.messages],
+           "reply": revision.reply, "proposer": revision.proposer, "score": revision.score,
+           "baseline": baseline, "candidate": revision.candidate_id}
+          for revision in revisions if revision.ran and revision.score > baseline]
+  return rows, revisions, rollouts
+
+
+def grpo_samples(prompts, completions, rewards, normalization="mean_std",
+                 filter_zero_advantage=True):
+  """GRPO samples of the proposer's replies; returns (samples, number of groups kept).
+
+  Args:
+    prompts: [P] prompt ids, one per context.
+    completions: [P][K] Completions sampled for each prompt.
+    rewards: [P][K] their rewards.
+  """
+  rewards = np.asarray(rewards, np.float32)  # [P, K]
+  advantages = np.asarray(grpo_lib.group_advantages(rewards, normalization=normalization))
+  samples, kept_groups = [], 0
+  for prompt, group, group_advantages in zip(prompts, completions, advantages):
+    if filter_zero_advantage and np.all(group_advantages == 0):
+      continue
+    kept_groups += 1
+    for completion, advantage in zip(group, group_advantages):
+      if len(completion.token_ids):
+        samples.append(completion_sample(prompt, completion, advantage))
+  return samples, kept_groups
 
 
 # ---- Proposer training samples ------------------------------------------------------------
