@@ -5,25 +5,24 @@ import threading
 import numpy as np
 import pytest
 
-from tests.train import random_params
-from whale_jax.models import ModelConfig
+from tests.sampling import tiny_model
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
 
-CONFIG = ModelConfig(vocab_size=97, num_layers=2, embed_dim=32, mlp_dim=48, num_heads=4,
-                     num_kv_heads=2, head_dim=8, eos_token_ids=(3,))
+CONFIG = tiny_model.CONFIG.replace(eos_token_ids=(3,))
+STEPS = tiny_model.STEPS_PER_CALL
 NUM_THREADS = 64
 
 
 @pytest.fixture(scope="module")
 def params():
-  return random_params.numpy_params(CONFIG, seed=0)  # about 4 nats of entropy per token
+  return tiny_model.params(seed=0)
 
 
 def _request(i):
   """Request i of the concurrent test: varied prompt, length, seed and truncation."""
   rng = np.random.default_rng(i)
-  prompt = rng.integers(4, 97, size=int(rng.integers(1, 16))).tolist()
+  prompt = rng.integers(4, CONFIG.vocab_size, size=int(rng.integers(1, 16))).tolist()
   params = SamplingParams(max_tokens=int(rng.integers(3, 20)), temperature=[1.0, 0.8, 0.0][i % 3],
                           top_k=[0, 20][i % 2], top_p=[1.0, 0.9, 1.0, 1.0][i % 4], seed=i % 5,
                           n=1 + i % 2)
@@ -33,7 +32,7 @@ def _request(i):
 def test_same_request_same_tokens_alone_and_in_mixed_batch(params):
   target = ([5, 17, 33, 8, 60, 2], SamplingParams(max_tokens=24, temperature=1.0, seed=7, n=2),
             3)
-  with Sampler(CONFIG, params, max_slots=32, steps_per_call=8) as sampler:
+  with Sampler(CONFIG, params, max_slots=32, steps_per_call=STEPS) as sampler:
     alone = sampler.submit(*target).result()
     others = [_request(i) for i in range(9)]
     futures = sampler.engine.submit_many(others[:4] + [target] + others[4:])
@@ -51,7 +50,7 @@ def test_same_request_same_tokens_alone_and_in_mixed_batch(params):
 def test_different_request_keys_or_seeds_give_different_streams(params):
   prompt, base = [9, 9, 9], SamplingParams(max_tokens=16, temperature=1.0, seed=1,
                                            ignore_eos=True)
-  with Sampler(CONFIG, params, max_slots=8, steps_per_call=8) as sampler:
+  with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS) as sampler:
     first = sampler.submit(prompt, base, request_key=0).result()[0].token_ids
     again = sampler.submit(prompt, base, request_key=0).result()[0].token_ids
     other_key = sampler.submit(prompt, base, request_key=1).result()[0].token_ids
@@ -62,9 +61,9 @@ def test_different_request_keys_or_seeds_give_different_streams(params):
 
 def test_64_concurrent_threads_each_get_what_they_get_alone(params):
   requests = [_request(i) for i in range(NUM_THREADS)]
-  with Sampler(CONFIG, params, max_slots=2, steps_per_call=8) as sampler:
+  with Sampler(CONFIG, params, max_slots=2, steps_per_call=STEPS) as sampler:
     alone = [sampler.submit(*request).result() for request in requests]  # one at a time
-  with Sampler(CONFIG, params, max_slots=128, steps_per_call=8) as sampler:
+  with Sampler(CONFIG, params, max_slots=128, steps_per_call=STEPS) as sampler:
     barrier = threading.Barrier(NUM_THREADS)
 
     def submit_after_barrier(request):

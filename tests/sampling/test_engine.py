@@ -2,35 +2,32 @@
 import threading
 import time
 
-import jax
-import jax.numpy as jnp
 import pytest
 
 from tests.sampling import reference
-from tests.train import random_params
-from whale_jax.models import ModelConfig
+from tests.sampling import tiny_model
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
 
-CONFIG = ModelConfig(vocab_size=97, num_layers=2, embed_dim=32, mlp_dim=48, num_heads=4,
-                     num_kv_heads=2, head_dim=8, max_position_embeddings=256)
+CONFIG = tiny_model.CONFIG
+STEPS = tiny_model.STEPS_PER_CALL
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
 def params():
-  return jax.tree.map(jnp.asarray, random_params.numpy_params(CONFIG, seed=1))
+  return tiny_model.params(seed=1)
 
 
 @pytest.fixture(scope="module")
 def sampler(params):
-  with Sampler(CONFIG, params, max_slots=8, steps_per_call=8) as sampler:
+  with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS) as sampler:
     yield sampler
 
 
 def test_short_requests_pass_a_long_one_through_freed_slots(params):
   finished = {}
-  with Sampler(CONFIG, params, max_slots=2, steps_per_call=8) as sampler:
+  with Sampler(CONFIG, params, max_slots=2, steps_per_call=STEPS) as sampler:
     long = sampler.submit([5, 6], GREEDY.replace(max_tokens=60))
     time.sleep(0.05)
     shorts = [sampler.submit([7 + i], GREEDY.replace(max_tokens=4), request_key=i)
@@ -78,7 +75,7 @@ def test_update_params_switches_weights_without_copying(params, sampler):
   prompt = [3, 1, 4, 1, 5]
   assert sampler.generate([prompt], GREEDY)[0].token_ids == reference.greedy(
       params, CONFIG, prompt, 12)
-  other = jax.tree.map(jnp.asarray, random_params.numpy_params(CONFIG, seed=2))
+  other = tiny_model.params(seed=2)
   sampler.update_params(other)
   try:
     assert sampler.params is other
@@ -116,7 +113,7 @@ def test_concurrent_submits_all_resolve(sampler):
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda s: s.submit([]), ValueError, "prompt_ids is empty"),
-    (lambda s: s.submit([5, 97]), ValueError, r"\[97\], outside the vocabulary \[0, 97\)"),
+    (lambda s: s.submit([5, 268]), ValueError, r"\[268\], outside the vocabulary \[0, 268\)"),
     (lambda s: s.engine.submit("hi"), TypeError, "takes token ids"),
     (lambda s: s.submit([1] * 200, SamplingParams(max_tokens=100)), ValueError,
      "exceeds max_cache_length=256"),

@@ -1,25 +1,20 @@
 """The in-process LLM client: chat renders once, keeps token ids, names its random streams."""
-import jax
-import jax.numpy as jnp
 import pytest
 
-from tests.train import random_params
-from whale_jax.models import ModelConfig
+from tests.sampling import tiny_model
 from whale_jax.sampling import LLM
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
-from whale_jax.tokenization import load_tokenizer
 
-TOKENIZER = load_tokenizer("byte")
-CONFIG = ModelConfig(vocab_size=TOKENIZER.vocab_size, num_layers=2, embed_dim=32, mlp_dim=48,
-                     num_heads=4, num_kv_heads=2, head_dim=8, max_position_embeddings=512)
+TOKENIZER = tiny_model.TOKENIZER
+CONFIG = tiny_model.CONFIG
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2 + 2?"}]
 
 
 @pytest.fixture(scope="module")
 def sampler():
-  params = jax.tree.map(jnp.asarray, random_params.numpy_params(CONFIG, seed=4))
-  with Sampler(CONFIG, params, tokenizer=TOKENIZER, max_slots=4, steps_per_call=8) as sampler:
+  with Sampler(CONFIG, tiny_model.params(seed=4), tokenizer=TOKENIZER, max_slots=4,
+               steps_per_call=tiny_model.STEPS_PER_CALL) as sampler:
     yield sampler
 
 

@@ -3,16 +3,16 @@ import jax
 import numpy as np
 
 from tests.sampling import reference
+from tests.sampling import tiny_model
 from tests.train import random_params
-from whale_jax.models import ModelConfig
 from whale_jax.models import decoder
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
 
-CONFIG = ModelConfig(vocab_size=96, num_layers=2, embed_dim=32, mlp_dim=48, num_heads=4,
-                     num_kv_heads=2, head_dim=8, max_position_embeddings=256)
+CONFIG = tiny_model.CONFIG
+STEPS = tiny_model.STEPS_PER_CALL
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [14]]
 
 
@@ -22,14 +22,14 @@ def test_sharded_sampler_matches_unsharded_and_reference():
   params = mesh_lib.place(host_params, decoder.logical_axes(CONFIG), mesh, rules.SAMPLE_RULES)
   sampling = SamplingParams(max_tokens=10, temperature=0.8, seed=3, ignore_eos=True)
   greedy = sampling.replace(temperature=0.0)
-  with Sampler(CONFIG, params, mesh=mesh, max_slots=8, steps_per_call=8) as sharded:
+  with Sampler(CONFIG, params, mesh=mesh, max_slots=8, steps_per_call=STEPS) as sharded:
     sharded_greedy = sharded.generate(PROMPTS, greedy)
     sharded_sampled = sharded.generate(PROMPTS, sampling)
     slots = sharded.engine._slots  # pylint: disable=protected-access
     assert slots["token"].sharding.spec[0] == ("data", "fsdp")  # slots split over data
     assert slots["cache"]["value"][0].sharding.spec[:2] == (("data", "fsdp"), "tensor")
   with Sampler(CONFIG, jax.tree.map(jax.numpy.asarray, host_params), max_slots=8,
-               steps_per_call=8) as plain:
+               steps_per_call=STEPS) as plain:
     plain_sampled = plain.generate(PROMPTS, sampling)
   for prompt, out in zip(PROMPTS, sharded_greedy):
     assert out.token_ids == reference.greedy(host_params, CONFIG, prompt, 10)

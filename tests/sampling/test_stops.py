@@ -1,19 +1,15 @@
 """Where generations end: stop strings, stop tokens, end-of-sequence, max_tokens."""
-import jax
-import jax.numpy as jnp
 import pytest
 
 from tests.sampling import reference as greedy_reference
-from tests.train import random_params
-from whale_jax.models import ModelConfig
+from tests.sampling import tiny_model
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
 from whale_jax.sampling import stops
-from whale_jax.tokenization import load_tokenizer
 
-TOKENIZER = load_tokenizer("byte")
-CONFIG = ModelConfig(vocab_size=TOKENIZER.vocab_size, num_layers=2, embed_dim=32, mlp_dim=48,
-                     num_heads=4, num_kv_heads=2, head_dim=8)
+TOKENIZER = tiny_model.TOKENIZER
+CONFIG = tiny_model.CONFIG
+STEPS = tiny_model.STEPS_PER_CALL
 PROMPT = TOKENIZER.encode("The answer is")
 REFERENCE_LENGTH = 24
 
@@ -60,9 +56,9 @@ def test_no_stop_string_returns_none():
 
 @pytest.fixture(scope="module")
 def model():
-  params = jax.tree.map(jnp.asarray, random_params.numpy_params(CONFIG, seed=3))
+  params = tiny_model.params(seed=3)
   reference = greedy_reference.greedy(params, CONFIG, PROMPT, REFERENCE_LENGTH)
-  with Sampler(CONFIG, params, tokenizer=TOKENIZER, max_slots=4, steps_per_call=8) as sampler:
+  with Sampler(CONFIG, params, tokenizer=TOKENIZER, max_slots=4, steps_per_call=STEPS) as sampler:
     yield sampler, reference
 
 
@@ -108,7 +104,7 @@ def test_eos_from_config_stops_unless_ignored(model):
   eos = reference[10]
   first = reference.index(eos)
   with Sampler(CONFIG.replace(eos_token_ids=(eos,)), sampler.params, tokenizer=TOKENIZER,
-               max_slots=4, steps_per_call=8) as with_eos:
+               max_slots=4, steps_per_call=STEPS) as with_eos:
     out, = with_eos.generate([PROMPT], GREEDY.replace(ignore_eos=False))
     ignored, = with_eos.generate([PROMPT], GREEDY)
   assert out.token_ids == reference[:first + 1] and out.finish_reason == "stop"

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from whale_jax.models import attention
 from whale_jax.models import decoder
 from whale_jax.models import normalization
+from whale_jax.models import rope
 
 
 def supports(config):
@@ -87,28 +88,47 @@ def step(params, layers, config, tokens, cache, advance=None):
     (logits [B, V] float32, updated cache)
   """
   batch_size = tokens.shape[0]
+  embed_dim, num_heads, num_kv_heads, head_dim = (config.embed_dim, config.num_heads,
+                                                  config.num_kv_heads, config.head_dim)
+  eps = config.rms_norm_eps
   lengths = cache["length"]
   rows = jnp.arange(batch_size)
-  positions = lengths[:, None]  # [B, 1]
+  sin, cos = rope.sin_cos(config, lengths[:, None])  # [B, 1, H] each
   valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
-  x = decoder.embed(params, config, tokens[:, None])  # [B, 1, D]
+  x = decoder.embed(params, config, tokens[:, None])[:, 0]  # [B, D]
+
+  def project(h, weight, heads):  # [B, D] @ [D, heads, H]: one 2-D matmul, no weight copy
+    return (h @ weight.reshape(embed_dim, heads * head_dim)).reshape(batch_size, heads, head_dim)
+
   new_keys, new_values = [], []
   for layer_params, keys, values in zip(layers, cache["key"], cache["value"]):
-    h = normalization.rms_norm(x, layer_params["attention_norm"], config.rms_norm_eps)
-    query, key, value = attention.project(layer_params["attention"], config, h, positions)
-    keys = keys.at[rows, :, :, lengths].set(key[:, 0].astype(keys.dtype), mode="drop")
-    values = values.at[rows, :, lengths].set(value[:, 0].astype(values.dtype), mode="drop")
-    encoded = _attend(query[:, 0], keys, values, valid)
-    x = x + attention.output(layer_params["attention"], config, encoded[:, None])
-    h = normalization.rms_norm(x, layer_params["mlp_norm"], config.rms_norm_eps)
+    weights = layer_params["attention"]
+    h = normalization.rms_norm(x, layer_params["attention_norm"], eps)
+    query = project(h, weights["query"], num_heads)  # [B, N, H]
+    key = project(h, weights["key"], num_kv_heads)  # [B, K, H]
+    value = project(h, weights["value"], num_kv_heads)
+    if config.qkv_bias:
+      query += weights["query_bias"]
+      key += weights["key_bias"]
+      value += weights["value_bias"]
+    if config.qk_norm:
+      query = normalization.rms_norm(query, weights["query_norm"], eps)
+      key = normalization.rms_norm(key, weights["key_norm"], eps)
+    query = rope.apply(query[:, None], sin, cos)[:, 0]
+    key = rope.apply(key[:, None], sin, cos)[:, 0]
+    keys = keys.at[rows, :, :, lengths].set(key.astype(keys.dtype), mode="drop")
+    values = values.at[rows, :, lengths].set(value.astype(values.dtype), mode="drop")
+    encoded = _attend(query, keys, values, valid)  # [B, N, H]
+    x = x + encoded.reshape(batch_size, -1) @ weights["output"].reshape(-1, embed_dim)
+    if config.output_bias:
+      x = x + weights["output_bias"]
     mlp = layer_params["mlp"]
-    gate = jnp.einsum("BTD,DF->BTF", h, mlp["gate"])
-    up = jnp.einsum("BTD,DF->BTF", h, mlp["up"])
-    x = x + jnp.einsum("BTF,FD->BTD", jax.nn.silu(gate) * up, mlp["down"])
+    h = normalization.rms_norm(x, layer_params["mlp_norm"], eps)
+    x = x + (jax.nn.silu(h @ mlp["gate"]) * (h @ mlp["up"])) @ mlp["down"]  # [B, D]
     new_keys.append(keys)
     new_values.append(values)
   if advance is None:
     advance = jnp.ones((batch_size,), jnp.int32)
-  logits = decoder.unembed(params, config, x)[:, 0]
+  logits = decoder.unembed(params, config, x[:, None])[:, 0]
   return logits, {"key": tuple(new_keys), "value": tuple(new_values),
                   "length": lengths + advance.astype(jnp.int32)}

@@ -6,8 +6,10 @@
   outs[i].token_ids, outs[i].logprobs, outs[i].text, outs[i].finish_reason
 
 Any object with `generate(prompts, params) -> list[Completion]` and
-`submit(prompt_ids, params) -> concurrent.futures.Future[Completion]` is an LLM backend:
+`submit(prompt_ids, params) -> concurrent.futures.Future[list[Completion]]` is an LLM backend:
 the harness runtime talks to backends only through these two methods and these types.
+The Sampler's methods also take request keys (generate(..., request_keys=None),
+submit(..., request_key=0)), which name the random streams (sampling/sampler.py).
 """
 import dataclasses
 from typing import Protocol, Sequence
@@ -73,7 +75,9 @@ class Completion:
       token included); what training uses.
     logprobs: log-probability of each token under the distribution it was sampled from
       (log-softmax of logits / temperature; temperature 1 when greedy).
-    text: decoded token_ids (empty without a tokenizer); a view, never re-tokenized.
+    text: decoded token_ids (empty without a tokenizer); a view, never re-tokenized. A final
+      end-of-sequence or stop token is left out of it; after a stop string it ends exactly
+      with that string (sampling/stops.py states the rules).
     finish_reason: "stop" (end-of-sequence token, stop token or stop string) or "length".
     prompt_token_ids: the prompt this was generated from.
     stop_reason: what ended a "stop": the token id (end-of-sequence or stop token, which

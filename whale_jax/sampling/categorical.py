@@ -174,7 +174,10 @@ def sample(logits, rngs, steps, temperature, top_k, top_p):
       lambda: jnp.full(truncates.shape, -jnp.inf, scaled.dtype))
   kept = jnp.where(scaled >= threshold[:, None], weights, 0.0)
   drawn = inverse_cdf(kept, step_uniform(rngs, steps))
-  tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), drawn)
+  tokens = jax.lax.cond(
+      jnp.any(greedy),
+      lambda: jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), drawn),
+      lambda: drawn)
   shifted = jnp.take_along_axis(scaled - maximum, tokens[:, None], axis=-1)[:, 0]
   logprobs = shifted - log_total  # = log_softmax(scaled)[token], same operation order
   return tokens, logprobs

@@ -97,6 +97,7 @@ class _Sample:
 
 
 _CALLER = threading.local()  # .compilations: the Counter of the engine calling a jitted function
+_COUNTER_LOCK = threading.Lock()
 
 
 def _counted(name, function):
@@ -105,7 +106,8 @@ def _counted(name, function):
   def traced(*args, **kwargs):
     compilations = getattr(_CALLER, "compilations", None)
     if compilations is not None:
-      compilations[name] += 1
+      with _COUNTER_LOCK:
+        compilations[name] += 1
     return function(*args, **kwargs)
   return traced
 
@@ -157,8 +159,10 @@ class Engine:
     tokenizer: optional; needed for stop strings and for Completion.text.
     mesh: optional jax Mesh the params live on; slot state is sharded by `rules`.
     rules: logical axis rules for the slot state (default parallel.rules.SAMPLE_RULES).
-    max_slots: most samples decoded at once.
-    min_slots: fewest slots in a batch (at least 2, and at least the batch shards of mesh).
+    max_slots: most samples decoded at once (rounded up to a multiple of the mesh's batch
+      shards).
+    min_slots: fewest slots in a batch, rounded up to a power of two of at least 2 (one-row
+      batches round differently) and at least the mesh's batch shards.
     steps_per_call: most decode steps per device call.
     max_cache_length: longest prompt + max_tokens accepted (default
       config.max_position_embeddings).
@@ -188,7 +192,7 @@ class Engine:
       batch_shards = mesh_lib.axis_size(mesh, "batch", self.rules)
     self.min_slots = power_of_two_bucket(max(min_slots, 2, batch_shards))
     self._min_prefill_rows = power_of_two_bucket(batch_shards)
-    self.max_slots = power_of_two_bucket(max(max_slots, self.min_slots))
+    self.max_slots = -(-max(max_slots, self.min_slots) // batch_shards) * batch_shards
     self.steps_per_call = steps_per_call
     self.max_cache_length = max_cache_length or config.max_position_embeddings
     self.max_prefill_tokens = max_prefill_tokens
@@ -219,7 +223,8 @@ class Engine:
     self._max_queue_wait_seconds = 0.0
     # Special token ids do not change the compiled functions: engines that differ only in
     # them share compilations.
-    compiled_config = config.replace(eos_token_ids=(), bos_token_id=None, pad_token_id=None)
+    compiled_config = config.replace(eos_token_ids=(), bos_token_id=None, pad_token_id=None,
+                                     max_position_embeddings=0)
     self._functions = _jitted_functions(compiled_config, unrolled, steps_per_call,
                                         num_stop_ids, mesh, tuple(sorted(self.rules.items())))
 
@@ -303,7 +308,7 @@ class Engine:
     generating per decode step); mean/max queue_wait_seconds (submit to admission);
     compilations (total) and compilations_by_function.
     """
-    with self._lock:
+    with self._lock, _COUNTER_LOCK:
       metrics = dict(self._metrics)
       compilations = dict(self._compilations)
       queued = len(self._queue)
