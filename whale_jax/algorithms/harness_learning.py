@@ -39,8 +39,8 @@ Tasks: a training context draws diagnostic_size diagnostic and scoring_size scor
 split of one training domain, the domains taken in turn (sft_domains, grpo_domains: domain
 names built with config.domain's seed and split_sizes, or whole domain sections; empty =
 run.domain), seeded by (seed, phase, context index). Its current harness is the domain's
-seed harness or, with multi_step, the last candidate that beat its context's current harness
-on that domain in this phase. Test-time adaptation scores candidates on run.domain's harness
+seed harness or, with multi_step, the best candidate of the domain's latest context that
+beat that context's current harness in this phase. Test-time adaptation scores candidates on run.domain's harness
 split; its diagnostics are those same tasks (adaptation_diagnostic_size 0) or
 adaptation_diagnostic_size tasks drawn per round from the validation split. Only
 loop.evaluate_test reads the test split.
@@ -62,8 +62,8 @@ are seeded by (seed, phase, step, context)), so the replay makes the same choice
 Departures from the paper:
   - A run adapts on one held-out domain (run.domain); the paper averages 21 unseen Reasoning
     Gym categories (one run per category here).
-  - The proposer prompt is whale_jax's (search/context.py's instructions and episode
-    rendering, plus a line asking for the format); the paper's prompt and execution-report
+  - The proposer prompt is whale_jax's (harness_revision.INSTRUCTIONS and search/context.py's
+    rendering of the current code and its episodes); the paper's prompt and execution-report
     format are unknown.
   - The default teacher is the edit library; the paper's 432 demonstrations came from
     Qwen3.6-35B-A3B (configure an OpenAI-compatible teacher for that).
@@ -72,9 +72,9 @@ Departures from the paper:
     episodes that ended "ok" (infra errors are retried once first).
   - Program mode: "completes the evaluation run" = every scoring episode ended "ok"
     (reward.min_completed_fraction); an unchanged program earns nothing.
-  - multi_step carries the last improving candidate forward per domain within a phase, a
-    simple form of the paper's multi-step data; both regimes reward only the immediate
-    revision, as the paper does.
+  - multi_step carries improving candidates forward per domain within a phase, a simple
+    form of the paper's multi-step data; both regimes reward only the immediate revision,
+    as the paper does.
   - GRPO hyper-parameters (learning rate, KL, clipping, batch, steps) and the training task
     lists are not in the paper; the configs' values are choices.
 """
