@@ -40,10 +40,10 @@ split of one training domain, the domains taken in turn (sft_domains, grpo_domai
 names built with config.domain's seed and split_sizes, or whole domain sections; empty =
 run.domain), seeded by (seed, phase, context index). Its current harness is the domain's
 seed harness or, with multi_step, the best candidate of the domain's latest context that
-beat that context's current harness in this phase. Test-time adaptation scores candidates on run.domain's harness
-split; its diagnostics are those same tasks (adaptation_diagnostic_size 0) or
-adaptation_diagnostic_size tasks drawn per round from the validation split. Only
-loop.evaluate_test reads the test split.
+beat that context's current harness in this phase. Test-time adaptation scores candidates
+on run.domain's harness split; its diagnostics are those same tasks
+(adaptation_diagnostic_size 0) or adaptation_diagnostic_size tasks drawn per round from the
+validation split. Only loop.evaluate_test reads the test split.
 
 Accounting: every solver episode of the demonstrations, GRPO and adaptation (diagnostics,
 the current harness's scoring, candidates) counts as "harness"; test evaluations count as
