@@ -191,6 +191,9 @@ def run(config, workdir, show_progress=True):
   """Runs config.recipe (or each of config.methods for "compare"); returns the summary."""
   distributed.initialize()
   recipe = config.recipe
+  if recipe == "warm_start":
+    from whale_jax.algorithms import warm_start  # pylint: disable=g-import-not-at-top
+    return warm_start.run(config, workdir, show_progress)
   if recipe != "compare":
     return run_one(config, workdir, recipe, show_progress)
   summaries = {}

@@ -1,0 +1,204 @@
+"""Warm start: train a tiny solver from scratch on teacher trajectories (the embedded solver).
+
+  python -m whale_jax.main --config=configs/embedded_solver.py --workdir=runs/solver
+
+  1. Worlds: synthetic-QA worlds with the seeds in config.warm_start.world_seeds; held-out
+     worlds (eval_world_seeds) measure progress. The demo's world is neither.
+  2. Tokenizer: byte-level BPE (vocab_size) trained on the worlds' passages and questions,
+     the entity names of name_worlds more worlds (so most names are two tokens), and the
+     seed harness text.
+  3. Teacher trajectories: the compact seed harness with enough turns and passage to finish,
+     run through the harness runtime with the scripted teacher
+     (whale_jax.tasks.synthetic_qa_teacher); every model call becomes one SFT sample
+     (loss on the reply only). They are cached in workdir/teacher_samples.npz.
+  4. SFT from random weights for `steps` optimizer steps. Every eval_every steps the solver
+     is scored with its own sampler on held-out worlds, under the seed harness h0 and under
+     the teacher's harness (what it could do with enough turns and passage); rows go to
+     metrics.jsonl and the train state to checkpoints/ (a restarted run resumes).
+  5. Export: workdir/solver holds config.json, model.safetensors and the tokenizer files, the
+     layout of whale_jax/assets/demo_solver.
+"""
+import dataclasses
+import os
+import shutil
+
+from absl import logging
+import jax
+import numpy as np
+import tqdm
+
+from whale_jax import tasks
+from whale_jax.algorithms import policy as policy_lib
+from whale_jax.algorithms import rollouts
+from whale_jax.algorithms import run_log
+from whale_jax.algorithms import samples as samples_lib
+from whale_jax.harness import Harness
+from whale_jax.harness import HarnessRuntime
+from whale_jax.harness import ScriptedBackend
+from whale_jax.models import ModelConfig
+from whale_jax.models import decoder
+from whale_jax.models import hf
+from whale_jax.parallel import mesh as mesh_lib
+from whale_jax.parallel import rules
+from whale_jax.sampling import SamplingParams
+from whale_jax.tasks import seed_harnesses
+from whale_jax.tasks import synthetic_qa
+from whale_jax.tasks import synthetic_qa_teacher
+from whale_jax.tokenization import bpe_training
+from whale_jax.tokenization import byte
+from whale_jax.tokenization import load_tokenizer
+from whale_jax.train import checkpoint as checkpoint_lib
+from whale_jax.train import packing
+from whale_jax.train import train_state
+
+EXTRA_SPECIAL_TOKENS = ("<search>", "</search>", "<answer>", "</answer>")
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStartConfig:
+  """config.warm_start keys."""
+  world_seeds: tuple = (1000, 48)        # (first seed, number of worlds) to train on
+  eval_world_seeds: tuple = (2000, 2)
+  name_worlds: int = 400
+  vocab_size: int = 4096
+  steps: int = 3000
+  eval_every: int = 250
+  eval_questions: int = 100
+  teacher_max_turns: int = 3
+  teacher_max_doc_tokens: int = 64
+  seed: int = 0
+
+
+def _seeds(pair):
+  first, count = pair
+  return range(first, first + count)
+
+
+def train_tokenizer(warm_config, directory):
+  texts = []
+  for seed in range(50_000, 50_000 + warm_config.name_worlds):
+    corpus, _ = synthetic_qa.generate_world(seed=seed)
+    texts.append(" ".join(passage["title"] for passage in corpus))
+  for seed in _seeds(warm_config.world_seeds):
+    corpus, questions = synthetic_qa.generate_world(seed=seed)
+    texts += [passage["text"] for passage in corpus] + [q["question"] for q in questions]
+  texts += [seed_harnesses.source("searchqa_compact")] * 20
+  bpe_training.train_bpe(texts, directory, vocab_size=warm_config.vocab_size,
+                         special_tokens=byte.SPECIAL_TOKENS + EXTRA_SPECIAL_TOKENS)
+  return load_tokenizer(directory)
+
+
+def _world_domain(seed, test_size=0):
+  sizes = {"weight": -1, "harness": 0, "validation": 0, "test": test_size}
+  return tasks.get_domain("synthetic_qa", seed=seed, split_sizes=sizes,
+                          seed_harness="searchqa_compact")
+
+
+def teacher_samples(warm_config, tokenizer, path):
+  """(token_ids list, prompt_lengths) of every teacher call, cached at path."""
+  if os.path.exists(path):
+    data = np.load(path)
+    offsets = data["offsets"]
+    return ([data["tokens"][offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)],
+            data["prompt_lengths"])
+  harness = Harness(synthetic_qa_teacher.teacher_harness_source(
+      warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens))
+  sequences, prompt_lengths = [], []
+  for seed in tqdm.tqdm(list(_seeds(warm_config.world_seeds)), desc="teacher worlds"):
+    corpus, questions = synthetic_qa.generate_world(seed=seed)
+    domain = _world_domain(seed)
+    backend = ScriptedBackend(tokenizer, synthetic_qa_teacher.teacher_replies(questions, corpus))
+    instances = domain.splits()["weight"]
+    with HarnessRuntime(backend, tokenizer, num_workers=2) as runtime:
+      trajectories = runtime.run_episodes(harness, [
+          tasks.make_episode(domain, instance, SamplingParams(max_tokens=32))
+          for instance in instances])
+    for trajectory in trajectories:
+      if not trajectory.ok:
+        continue
+      for call in trajectory.calls:
+        prompt, completion = call.prompt_token_ids, call.completions[0].token_ids
+        sequences.append(np.asarray(list(prompt) + list(completion), np.int32))
+        prompt_lengths.append(len(prompt))
+  offsets = np.cumsum([0] + [len(s) for s in sequences])
+  np.savez(path + ".tmp.npz", tokens=np.concatenate(sequences), offsets=offsets,
+           prompt_lengths=np.asarray(prompt_lengths))
+  os.replace(path + ".tmp.npz", path)
+  return sequences, np.asarray(prompt_lengths)
+
+
+def evaluate(policy, tokenizer, warm_config, harness_sources):
+  """{name: accuracy} of the solver under each harness on the held-out worlds' questions."""
+  accuracies = {name: [] for name in harness_sources}
+  sampling = SamplingParams(max_tokens=24, temperature=0.0)
+  for seed in _seeds(warm_config.eval_world_seeds):
+    domain = _world_domain(seed, warm_config.eval_questions)
+    with HarnessRuntime(policy.sampler, tokenizer, num_workers=4) as runtime:
+      for name, source in harness_sources.items():
+        batch = rollouts.collect(runtime, domain, Harness(source), domain.splits()["test"],
+                                 sampling, 1, ("warm_start_eval",), warm_config.seed)
+        accuracies[name].append(batch.mean_score())
+  return {name: float(np.mean(values)) for name, values in accuracies.items()}
+
+
+def run(config, workdir, show_progress=True):
+  """Trains and exports the solver; returns the last evaluation."""
+  warm_config = WarmStartConfig(**config.warm_start.to_dict())
+  os.makedirs(workdir, exist_ok=True)
+  solver_dir = os.path.join(workdir, "solver")
+  tokenizer_dir = os.path.join(workdir, "tokenizer")
+  if not os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
+    train_tokenizer(warm_config, tokenizer_dir)
+  tokenizer = load_tokenizer(tokenizer_dir)
+  sequences, prompt_lengths = teacher_samples(warm_config, tokenizer,
+                                              os.path.join(workdir, "teacher_samples.npz"))
+  logging.info("%d teacher samples, %d tokens.", len(sequences), sum(map(len, sequences)))
+  model_fields = {k: v for k, v in config.model.to_dict().items() if k not in ("source", "seed")}
+  model_fields["vocab_size"] = -(-tokenizer.vocab_size // 64) * 64
+  model_fields.setdefault("eos_token_ids", tuple(tokenizer.eos_ids))
+  model_config = ModelConfig(**model_fields)
+  mesh = mesh_lib.make_mesh(data=1, devices=jax.devices()[:1])
+  policy_config = policy_lib.PolicyConfig(**config.training.to_dict())
+  params = decoder.init_params(model_config, jax.random.key(config.model.get("seed", 0)))
+  policy = policy_lib.Policy(model_config, params, tokenizer, mesh, policy_config, "solver")
+  manager = checkpoint_lib.make_manager(os.path.join(workdir, "checkpoints"), max_to_keep=2)
+  if checkpoint_lib.latest_step(manager) is not None:
+    state, _ = checkpoint_lib.restore(manager, train_state.abstract(
+        model_config, policy.optimizer, mesh, rules.TRAIN_RULES))
+    policy.set_state(state)
+  log = run_log.RunLog(workdir)
+  harnesses = {"h0": seed_harnesses.source("searchqa_compact"),
+               "teacher_harness": synthetic_qa_teacher.teacher_harness_source(
+                   warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens)}
+  samples = []
+  for tokens, prompt_length in zip(sequences, prompt_lengths):
+    mask = np.zeros(len(tokens), np.float32)
+    mask[prompt_length:] = 1
+    samples.append(packing.Sample(tokens, mask))
+  rng = np.random.default_rng(warm_config.seed)
+  progress = tqdm.tqdm(total=warm_config.steps, initial=policy.num_updates, desc="warm start",
+                       disable=not show_progress)
+  result = {}
+  try:
+    while policy.num_updates < warm_config.steps:
+      chunk = [samples[i] for i in rng.choice(len(samples), policy_config.samples_per_step,
+                                              replace=False)]
+      history = policy.train(chunk, "rsft")
+      progress.update(1)
+      step = policy.num_updates
+      if step % warm_config.eval_every == 0 or step == warm_config.steps:
+        result = evaluate(policy, tokenizer, warm_config, harnesses)
+        log.log("warm_start", step, loss=history[-1]["loss"], **result)
+        checkpoint_lib.save(manager, step, policy.state)
+        logging.info("step %d: loss %.3f, %s", step, history[-1]["loss"], result)
+  finally:
+    progress.close()
+    checkpoint_lib.wait_until_finished(manager)
+    log.close()
+  hf.save_hf(solver_dir, model_config, policy.state["params"])
+  for name in os.listdir(tokenizer_dir):
+    shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(solver_dir, name))
+  policy.close()
+  run_log.write_json_atomically(os.path.join(workdir, "summary.json"),
+                                {"steps": warm_config.steps, **result})
+  return result
