@@ -12,7 +12,9 @@ alike; each reports the median over repeats.
 MFU = model FLOPs per second / peak FLOPs per second. Model FLOPs per token follow the PaLM
 convention, 6 * (matmul parameters, the output projection included) + 12 * L * N * H * T
 for attention (T = sequence length), whatever the framework actually computes. The peak is
-measured here, in this run: the faster of a large float32 jnp.dot and torch.mm.
+measured here, in this run: the faster of a large jnp.dot and torch.mm in the compute dtype
+(--dtype=bfloat16 runs matmuls in bfloat16 in both frameworks, torch under autocast, with
+float32 parameters and optimizer state).
 
 Each step is timed twice: wall-clock seconds, and CPU seconds of this process (all threads).
 When other processes share the cores, wall time mostly measures their load; CPU-MFU
@@ -59,15 +61,15 @@ def timed(function):
   return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def measure_peak_flops(size, repeats):
-  """Float32 [size, size] @ [size, size] in jax and in torch: {name: (FLOP per wall second,
+def measure_peak_flops(size, repeats, dtype="float32"):
+  """[size, size] @ [size, size] in dtype in jax and in torch: {name: (FLOP per wall second,
   FLOP per CPU second)}, medians over repeats."""
   rng = np.random.default_rng(0)
   a, b = (rng.normal(size=(size, size)).astype(np.float32) for _ in range(2))
   flops = 2 * size**3
   dot = jax.jit(jnp.dot)
-  a_jax, b_jax = jnp.asarray(a), jnp.asarray(b)
-  a_torch, b_torch = torch.from_numpy(a), torch.from_numpy(b)
+  a_jax, b_jax = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
+  a_torch, b_torch = (torch.from_numpy(x).to(getattr(torch, dtype)) for x in (a, b))
   calls = {"jnp.dot": lambda: dot(a_jax, b_jax).block_until_ready(),
            "torch.mm": lambda: torch.mm(a_torch, b_torch)}
   times = {name: [] for name in calls}
@@ -99,7 +101,7 @@ def make_batch(vocab_size, batch_size, seq_len, prompt_len, seed=0):
           "segment_ids": np.ones_like(tokens), "loss_mask": loss_mask}
 
 
-def torch_step_fn(model, batch):
+def torch_step_fn(model, batch, dtype):
   optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.999),
                                 eps=1e-8, weight_decay=WEIGHT_DECAY)
   tokens = torch.from_numpy(batch["tokens"]).long()
@@ -107,7 +109,8 @@ def torch_step_fn(model, batch):
   num_targets = loss_mask.sum()
 
   def step():
-    logits = model(input_ids=tokens).logits
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bfloat16"):
+      logits = model(input_ids=tokens).logits
     logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
     target = torch.gather(logprobs, 2, tokens[:, 1:, None]).squeeze(-1)
     loss = -(target * loss_mask).sum() / num_targets
@@ -136,17 +139,18 @@ def jax_step_fn(config, params, batch):
   return step
 
 
-def bench_model(name, batch_size, seq_len, repeats, peak_flops):
+def bench_model(name, batch_size, seq_len, repeats, peak_flops, dtype="float32"):
   hf_config = transformers.Qwen3Config(**MODELS[name], tie_word_embeddings=True,
                                        max_position_embeddings=4096, rms_norm_eps=1e-6)
   torch.manual_seed(0)
   model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
   with tempfile.TemporaryDirectory() as directory:
     model.save_pretrained(directory, safe_serialization=True)
-    config, params = hf.load_hf(directory)
+    config, params = hf.load_hf(directory, dtype="float32", compute_dtype=dtype)
   model.train()
   batch = make_batch(config.vocab_size, batch_size, seq_len, prompt_len=seq_len // 8)
-  steps = {"whale_jax": jax_step_fn(config, params, batch), "torch": torch_step_fn(model, batch)}
+  steps = {"whale_jax": jax_step_fn(config, params, batch),
+           "torch": torch_step_fn(model, batch, dtype)}
   first_loss = {framework: step() for framework, step in steps.items()}  # compile, warm up
   times = {framework: [] for framework in steps}
   for _ in range(repeats):
@@ -155,7 +159,7 @@ def bench_model(name, batch_size, seq_len, repeats, peak_flops):
   tokens_per_step = batch_size * seq_len
   flops_per_step = model_flops_per_token(config, seq_len) * tokens_per_step
   result = {"model": name, "params": config.num_params(), "batch_size": batch_size,
-            "seq_len": seq_len, "first_loss": first_loss}
+            "seq_len": seq_len, "compute_dtype": dtype, "first_loss": first_loss}
   for framework, framework_times in times.items():
     seconds = statistics.median(t[0] for t in framework_times)
     cpu_seconds = statistics.median(t[1] for t in framework_times)
@@ -179,6 +183,9 @@ def main():
   parser.add_argument("--seq_len", type=int, default=512)
   parser.add_argument("--repeats", type=int, default=5)
   parser.add_argument("--peak_size", type=int, default=4096, help="matmul size for the peak")
+  parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                      help="compute dtype (parameters and optimizer stay float32); the peak is "
+                      "measured with matmuls in this dtype")
   parser.add_argument("--output", default=None, help="also write the results as JSON here")
   args = parser.parse_args()
   names = args.models.split(",")
@@ -192,14 +199,14 @@ def main():
   print(f"jax {jax.__version__} on {jax.devices()[0].platform}, torch {torch.__version__} "
         f"with {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
         f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
-  peaks = measure_peak_flops(args.peak_size, repeats=max(args.repeats, 5))
+  peaks = measure_peak_flops(args.peak_size, max(args.repeats, 5), args.dtype)
   peak = tuple(max(values[i] for values in peaks.values()) for i in range(2))
-  print(f"matmul peak (float32 {args.peak_size}^2), per wall / per CPU second: " + ", ".join(
+  print(f"matmul peak ({args.dtype} {args.peak_size}^2), per wall / per CPU second: " + ", ".join(
       f"{name} {wall / 1e9:.1f} / {cpu / 1e9:.1f} GFLOP" for name, (wall, cpu) in peaks.items())
       + f" -> peak {peak[0] / 1e9:.1f} / {peak[1] / 1e9:.1f} GFLOP")
   results = []
   for name, batch_size in zip(names, batch_sizes):
-    result = bench_model(name, batch_size, args.seq_len, args.repeats, peak)
+    result = bench_model(name, batch_size, args.seq_len, args.repeats, peak, args.dtype)
     results.append(result)
     jax_result, torch_result = result["whale_jax"], result["torch"]
     print(f"{name}: {result['params'] / 1e6:.1f}M params, batch {batch_size} x {args.seq_len}, "

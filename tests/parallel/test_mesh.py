@@ -67,7 +67,9 @@ def test_validate_batch_size_counts_data_fsdp_and_microbatches():
 
 def test_place_puts_each_parameter_in_its_logical_sharding():
   mesh = mesh_lib.make_mesh(data=1, fsdp=4, tensor=2)
-  params = decoder.init_params(MODEL, jax.random.key(0))
+  shapes = jax.eval_shape(lambda: decoder.init_params(MODEL, jax.random.key(0)))
+  rng = np.random.default_rng(0)
+  params = jax.tree.map(lambda shape: rng.normal(size=shape.shape).astype(shape.dtype), shapes)
   placed = mesh_lib.place(params, decoder.logical_axes(MODEL), mesh, rules.TRAIN_RULES)
   query = placed["layers"]["attention"]["query"]  # [L, D, N, H]
   assert query.sharding.spec == PartitionSpec(None, "fsdp", "tensor", None)

@@ -73,7 +73,7 @@ def random_samples(rng, lengths):
 
 
 @pytest.mark.parametrize("loss_fn", [
-    rsft.loss,
+    pytest.param(rsft.loss, marks=pytest.mark.slow),
     functools.partial(grpo.loss, grpo_config=grpo.GRPOConfig(
         aggregation="sequence_mean_token_mean", importance_sampling="token_truncate")),
 ], ids=["rsft", "grpo"])

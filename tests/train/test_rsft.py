@@ -66,7 +66,8 @@ def _torch_masked_nll_grads(model, tokens, attention_mask, loss_mask):
   return loss.detach().item(), {name: p.grad.numpy() for name, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("name", ["qwen3_tied", "llama3_scaled"])
+@pytest.mark.parametrize("name", ["qwen3_tied",
+                                  pytest.param("llama3_scaled", marks=pytest.mark.slow)])
 def test_nll_gradient_matches_transformers(name, tmp_path):
   model = hf_fixtures.build(name, tmp_path)
   model.train()  # dropout is 0 in these configs; train mode only enables autograd paths
