@@ -1,4 +1,4 @@
-r"""Training throughput: whale_jax's train step next to transformers + torch, same machine, same run.
+r"""Training throughput: whale_jax's train step beside transformers + torch, same machine and run.
 
   python bench/train_throughput.py                      # ~3M and ~100M Qwen3, T = 512
   python bench/train_throughput.py --models=small --repeats=3
