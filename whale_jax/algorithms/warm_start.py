@@ -186,6 +186,8 @@ def run(config, workdir, show_progress=True):
       history = policy.train(chunk, "rsft")
       progress.update(1)
       step = policy.num_updates
+      if step % 25 == 0:
+        logging.info("step %d: loss %.3f", step, history[-1]["loss"])
       if step % warm_config.eval_every == 0 or step == warm_config.steps:
         result = evaluate(policy, tokenizer, warm_config, harnesses)
         log.log("warm_start", step, loss=history[-1]["loss"], **result)
