@@ -9,8 +9,9 @@
      seed harness text.
   3. Teacher trajectories: the compact seed harness with enough turns and passage to finish,
      run through the harness runtime with the scripted teacher
-     (whale_jax.tasks.synthetic_qa_teacher); every model call becomes one SFT sample
-     (loss on the reply only). They are cached in workdir/teacher_samples.npz.
+     (whale_jax.tasks.synthetic_qa_teacher); each episode becomes one SFT sample, its last
+     prompt and reply, trained on every reply in it (episode_sequences checks that the
+     earlier replies appear token for token). They are cached in workdir/teacher_samples.npz.
   4. SFT from random weights for `steps` optimizer steps. Every eval_every steps the solver
      is scored with its own sampler on held-out worlds, under the seed harness h0 and under
      the teacher's harness (what it could do with enough turns and passage); rows go to
@@ -94,16 +95,38 @@ def _world_domain(seed, test_size=0):
                           seed_harness="searchqa_compact")
 
 
+def episode_sequences(trajectory):
+  """[(token ids, loss mask)] of one episode: a single sequence when every call's prompt
+  starts with the previous call's prompt and completion (then every reply in it is trained
+  on), else one sequence per call."""
+  calls = trajectory.calls
+  whole = list(calls[-1].prompt_token_ids) + list(calls[-1].completions[0].token_ids)
+  mask = np.zeros(len(whole), np.float32)
+  for call in calls:
+    prompt, completion = list(call.prompt_token_ids), list(call.completions[0].token_ids)
+    if whole[:len(prompt) + len(completion)] != prompt + completion:
+      break
+    mask[len(prompt):len(prompt) + len(completion)] = 1
+  else:
+    return [(np.asarray(whole, np.int32), mask)]
+  pieces = []
+  for call in calls:
+    prompt, completion = list(call.prompt_token_ids), list(call.completions[0].token_ids)
+    call_mask = np.r_[np.zeros(len(prompt)), np.ones(len(completion))].astype(np.float32)
+    pieces.append((np.asarray(prompt + completion, np.int32), call_mask))
+  return pieces
+
+
 def teacher_samples(warm_config, tokenizer, path):
-  """(token_ids list, prompt_lengths) of every teacher call, cached at path."""
+  """(token id arrays, loss mask arrays) of the teacher episodes, cached at path."""
   if os.path.exists(path):
     data = np.load(path)
     offsets = data["offsets"]
     return ([data["tokens"][offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)],
-            data["prompt_lengths"])
+            [data["masks"][offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)])
   harness = Harness(synthetic_qa_teacher.teacher_harness_source(
       warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens))
-  sequences, prompt_lengths = [], []
+  sequences, masks = [], []
   for seed in tqdm.tqdm(list(_seeds(warm_config.world_seeds)), desc="teacher worlds"):
     corpus, questions = synthetic_qa.generate_world(seed=seed)
     domain = _world_domain(seed)
@@ -114,17 +137,15 @@ def teacher_samples(warm_config, tokenizer, path):
           tasks.make_episode(domain, instance, SamplingParams(max_tokens=32))
           for instance in instances])
     for trajectory in trajectories:
-      if not trajectory.ok:
-        continue
-      for call in trajectory.calls:
-        prompt, completion = call.prompt_token_ids, call.completions[0].token_ids
-        sequences.append(np.asarray(list(prompt) + list(completion), np.int32))
-        prompt_lengths.append(len(prompt))
+      if trajectory.ok:
+        for tokens, mask in episode_sequences(trajectory):
+          sequences.append(tokens)
+          masks.append(mask)
   offsets = np.cumsum([0] + [len(s) for s in sequences])
   np.savez(path + ".tmp.npz", tokens=np.concatenate(sequences), offsets=offsets,
-           prompt_lengths=np.asarray(prompt_lengths))
+           masks=np.concatenate(masks))
   os.replace(path + ".tmp.npz", path)
-  return sequences, np.asarray(prompt_lengths)
+  return sequences, masks
 
 
 def evaluate(policy, tokenizer, warm_config, harness_sources):
@@ -150,8 +171,8 @@ def run(config, workdir, show_progress=True):
   if not os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
     train_tokenizer(warm_config, tokenizer_dir)
   tokenizer = load_tokenizer(tokenizer_dir)
-  sequences, prompt_lengths = teacher_samples(warm_config, tokenizer,
-                                              os.path.join(workdir, "teacher_samples.npz"))
+  sequences, masks = teacher_samples(warm_config, tokenizer,
+                                     os.path.join(workdir, "teacher_samples.npz"))
   logging.info("%d teacher samples, %d tokens.", len(sequences), sum(map(len, sequences)))
   model_fields = {k: v for k, v in config.model.to_dict().items() if k not in ("source", "seed")}
   model_fields["vocab_size"] = -(-tokenizer.vocab_size // 64) * 64
@@ -170,11 +191,7 @@ def run(config, workdir, show_progress=True):
   harnesses = {"h0": seed_harnesses.source("searchqa_compact"),
                "teacher_harness": synthetic_qa_teacher.teacher_harness_source(
                    warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens)}
-  samples = []
-  for tokens, prompt_length in zip(sequences, prompt_lengths):
-    mask = np.zeros(len(tokens), np.float32)
-    mask[prompt_length:] = 1
-    samples.append(packing.Sample(tokens, mask))
+  samples = [packing.Sample(tokens, mask) for tokens, mask in zip(sequences, masks)]
   rng = np.random.default_rng(warm_config.seed)
   progress = tqdm.tqdm(total=warm_config.steps, initial=policy.num_updates, desc="warm start",
                        disable=not show_progress)
