@@ -155,3 +155,18 @@ def test_chunked_gradient_with_resets_matches_recurrence():
     assert np.all(np.isfinite(chunked[name])), name
     np.testing.assert_allclose(chunked[name], recurrent[name], atol=1e-4 * scale, rtol=0,
                                err_msg=name)
+
+
+def test_unit_lower_inverse_and_its_gradient_match_numpy_and_torch():
+  rng = np.random.default_rng(7)
+  strict = np.tril(rng.normal(size=(3, 2, 9, 9)), -1).astype(np.float32) * 0.5
+  expected = np.linalg.inv(np.eye(9) + strict.astype(np.float64))
+  np.testing.assert_allclose(gated_delta.unit_lower_inverse(strict), expected, atol=1e-5)
+
+  weights = rng.normal(size=strict.shape).astype(np.float32)
+  grad = jax.grad(lambda a: jnp.sum(gated_delta.unit_lower_inverse(a) * weights))(strict)
+  tensor = torch.tensor(strict, dtype=torch.float64, requires_grad=True)
+  lower = torch.tril(tensor, -1)  # the function reads the strict lower part only
+  (torch.linalg.inv(torch.eye(9, dtype=torch.float64) + lower)
+   * torch.tensor(weights, dtype=torch.float64)).sum().backward()
+  np.testing.assert_allclose(grad, tensor.grad.numpy(), atol=1e-4)

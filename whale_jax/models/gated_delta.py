@@ -72,6 +72,42 @@ def recurrent(query, key, value, log_decay, beta, initial_state=None, resets=Non
   return jnp.moveaxis(outputs, 0, 1), final_state
 
 
+@jax.custom_vjp
+def unit_lower_inverse(strict):
+  """(I + A)^-1 for strictly lower triangular A [..., C, C], by forward substitution.
+
+  Row i of the inverse is e_i - A[i] @ inverse (rows before i already final): a C-step loop
+  over [..., C, C], after which both right-hand sides of the chunk are one matrix product (as
+  flash-linear-attention does). Written out rather than calling lax.linalg.triangular_solve:
+  on CPU that is a LAPACK call that blocks a thread-pool thread while it waits for its own
+  batch items, and two such calls side by side (forward or backward pass) deadlocked XLA's
+  2-thread pool. The gradient, -M^T g M^T on the strict lower part, needs only M.
+  """
+  strict = jnp.asarray(strict)
+  size = strict.shape[-1]
+  identity = jnp.broadcast_to(jnp.eye(size, dtype=strict.dtype), strict.shape)
+
+  def row(i, inverse):
+    updated = identity[..., i, :] - jnp.einsum("...J,...JK->...K", strict[..., i, :], inverse)
+    return inverse.at[..., i, :].set(updated)
+
+  return jax.lax.fori_loop(1, size, row, identity)
+
+
+def _unit_lower_inverse_forward(strict):
+  inverse = unit_lower_inverse(strict)
+  return inverse, inverse
+
+
+def _unit_lower_inverse_backward(inverse, grad):
+  transposed = jnp.swapaxes(inverse, -1, -2)
+  grad_strict = -jnp.einsum("...IJ,...JK,...KL->...IL", transposed, grad, transposed)
+  return (jnp.tril(grad_strict, -1),)
+
+
+unit_lower_inverse.defvjp(_unit_lower_inverse_forward, _unit_lower_inverse_backward)
+
+
 def chunked(query, key, value, log_decay, beta, initial_state=None, resets=None,
             chunk_size=CHUNK_SIZE):
   """The same map as recurrent(), computed chunk-parallel; see the module docstring.
@@ -117,14 +153,13 @@ def chunked(query, key, value, log_decay, beta, initial_state=None, resets=None,
 
   gamma = jnp.exp(cumulative) * connected[..., None]  # [B, U, C, N]
   key_products = jnp.einsum("BUINH,BUJNH->BUNIJ", key, key)
-  system = (jnp.eye(chunk_size) + jnp.moveaxis(beta, -1, 2)[..., :, None]
-            * key_products * strict_decay)  # I + A, unit lower triangular [B, U, N, I, J]
+  strict = (jnp.moveaxis(beta, -1, 2)[..., :, None] * key_products
+            * strict_decay)  # A, strictly lower triangular [B, U, N, I, J]
   value_targets = jnp.einsum("BUCN,BUCNE->BUNCE", beta, value)
   state_keys = jnp.einsum("BUCN,BUCNH->BUNCH", beta * gamma, key)
-  solve = lambda rhs: jax.lax.linalg.triangular_solve(system, rhs, left_side=True, lower=True,
-                                                      unit_diagonal=True)
-  new_values = solve(value_targets)  # [B, U, N, C, E]: delta when S_0 = 0
-  new_state_keys = solve(state_keys)  # [B, U, N, C, H]: delta = new_values - this @ S_0
+  inverse = unit_lower_inverse(strict)  # (I + A)^-1 [B, U, N, I, J]
+  new_values = jnp.einsum("BUNIJ,BUNJE->BUNIE", inverse, value_targets)  # delta if S_0 = 0
+  new_state_keys = jnp.einsum("BUNIJ,BUNJH->BUNIH", inverse, state_keys)  # delta -= this @ S_0
 
   intra = jnp.einsum("BUINH,BUJNH->BUNIJ", query, key) * pair_decay  # [B, U, N, I, J]
   query_read = jnp.einsum("BUCN,BUCNH->BUNCH", gamma, query)
