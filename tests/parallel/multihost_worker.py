@@ -6,7 +6,8 @@ The processes share 4 CPU devices (4 / NUM_PROCESSES each). Each runs the prefli
 broadcasts host 0's text, takes one sharded RSFT train step of a tiny model on a
 (data=2, fsdp=2) mesh spanning all processes, and samples greedily from the updated weights
 for its share of the prompts (every host serves its own episodes with its own sampler).
-Results go to OUT_JSON; NUM_PROCESSES=1 gives the single-process reference.
+Results go to OUT_JSON; NUM_PROCESSES=1 gives the single-process reference. With EXTRA (a
+fingerprint text for the preflight check) only the preflight and broadcast run.
 """
 import json
 import os
@@ -55,6 +56,9 @@ def main():
   except RuntimeError as error:
     result["preflight"] = str(error)
   result["broadcast"] = distributed.broadcast_text(f"harness from host {jax.process_index()}")
+  if extra:  # a preflight-only run
+    _finish(result, out_path, num_processes)
+    return
 
   # A sharded train step over all processes' devices, on the same global batch everywhere.
   params = jax.tree.map(np.asarray, decoder.init_params(CONFIG, jax.random.key(0)))
@@ -83,6 +87,10 @@ def main():
   sampler.close()
   result["generated"] = {str(i): [int(t) for t in c.token_ids]
                          for i, c in zip(mine, completions)}
+  _finish(result, out_path, num_processes)
+
+
+def _finish(result, out_path, num_processes):
   with open(out_path, "w") as f:
     json.dump(result, f)
   if num_processes > 1:
