@@ -2,6 +2,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from whale_jax.models import ModelConfig
 from whale_jax.models import decode_step
@@ -25,7 +26,8 @@ def _forward(params, config, tokens):
   return np.asarray(jax.jit(decoder.forward, static_argnums=1)(params, config, tokens))
 
 
-def test_ragged_steps_equal_full_forward():
+@pytest.mark.parametrize("transposed", [False, True])
+def test_ragged_steps_equal_full_forward(transposed):
   """Rows prefilled to different lengths, then decoded one token at a time."""
   params = _params(CONFIG)
   tokens = np.asarray(jax.random.randint(jax.random.key(2), (BATCH, LENGTH), 0, 61))
@@ -41,9 +43,9 @@ def test_ragged_steps_equal_full_forward():
   cache = {"key": tuple(c.at[:, :, :, :5].set(k[..., :5]) for c, k in zip(cache["key"], keys)),
            "value": tuple(c.at[:, :, :5].set(v[:, :, :5]) for c, v in zip(cache["value"], values)),
            "length": jnp.asarray(prompt_lengths)}
-  layers = decode_step.split_layers(params, CONFIG)
+  layers = decode_step.split_layers(params, CONFIG, transposed)
   full = _forward(params, CONFIG, jnp.asarray(tokens))
-  step = jax.jit(lambda p, l, t, c: decode_step.step(p, l, CONFIG, t, c))
+  step = jax.jit(lambda p, l, t, c: decode_step.step(p, l, CONFIG, t, c, None, transposed))
   for offset in range(4):
     positions = prompt_lengths + offset
     logits, cache = step(params, layers, jnp.asarray(tokens[np.arange(BATCH), positions]), cache)

@@ -8,8 +8,8 @@ cache. On CPU, XLA copies each layer's slice of both out of the stacked buffers 
 which costs more than the step itself at small batch sizes. Here the layers are unrolled:
   cache: {"key": L buffers [B, K, H, S], "value": L buffers [B, K, S, H], "length": [B]}
     (keys with S minor and values with H minor are the layouts XLA's CPU dots read fastest)
-  layers: split_layers(params), the per-layer weights; a caller running many steps in one
-    jitted loop splits once, outside the loop, so the copy is made once per call.
+  layers: split_layers(params), the per-layer weights as 2-D matrices (a copy, made once per
+    params version by the caller), in the layout XLA's CPU dots read fastest for the batch.
 A step writes each row's new key/value at slot length[b], then attends to slots 0..length[b].
 Plain decoders only (not hybrid ones); decoder.forward_with_cache covers every model.
 """
@@ -54,11 +54,37 @@ def from_stacked(key, value):
   return keys, values
 
 
-def split_layers(params, config):
-  """The per-layer weight trees of params["layers"], in the compute dtype (a copy)."""
+def split_layers(params, config, transposed=False):
+  """Per-layer weights as 2-D matrices in the compute dtype (a copy), for step().
+
+  Each projection is stored [in, out] (transposed=False) or [out, in] (transposed=True):
+  XLA's CPU matrix-vector product (one row) reads [in, out] fastest, while its products with a
+  few rows read [out, in] about twice as fast. Per layer:
+    attention_norm, mlp_norm [D]; query [D, N*H]; key, value [D, K*H]; output [N*H, D];
+    gate, up [D, F]; down [F, D] (each the other way round when transposed);
+    query_bias [N*H], key_bias, value_bias [K*H], output_bias [D], query_norm, key_norm [H]
+    when the model has them.
+  """
   dtype = config.compute_jnp_dtype
-  return tuple(jax.tree.map(lambda w, layer=layer: w[layer].astype(dtype), params["layers"])
-               for layer in range(config.num_layers))
+  embed_dim = config.embed_dim
+  stacked = params["layers"]
+  matrices = {"query": stacked["attention"]["query"], "key": stacked["attention"]["key"],
+              "value": stacked["attention"]["value"], "gate": stacked["mlp"]["gate"],
+              "up": stacked["mlp"]["up"]}
+  vectors = {"attention_norm": stacked["attention_norm"], "mlp_norm": stacked["mlp_norm"]}
+  vectors.update({name: w for name, w in stacked["attention"].items()
+                  if name.endswith(("_bias", "_norm"))})
+  layers = []
+  for layer in range(config.num_layers):
+    weights = {name: w[layer].reshape(embed_dim, -1) for name, w in matrices.items()}
+    weights["output"] = stacked["attention"]["output"][layer].reshape(-1, embed_dim)
+    weights["down"] = stacked["mlp"]["down"][layer]
+    if transposed:
+      weights = {name: w.T for name, w in weights.items()}
+    weights.update({name: w[layer].reshape(-1) if name.endswith("_bias") else w[layer]
+                    for name, w in vectors.items()})
+    layers.append({name: w.astype(dtype) for name, w in weights.items()})
+  return tuple(layers)
 
 
 def _attend(query, keys, values, valid):
@@ -73,23 +99,23 @@ def _attend(query, keys, values, valid):
   return encoded.reshape(batch_size, num_heads, head_dim)
 
 
-def step(params, layers, config, tokens, cache, advance=None):
+def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   """Feeds one token per row and returns the next-token logits.
 
   Args:
     params: the full params tree (embedding, final norm, unembedding are read from it).
-    layers: split_layers(params, config).
+    layers: split_layers(params, config, transposed).
     tokens: [B] int.
     cache: from init_cache(); row b's token goes to slot cache["length"][b] (dropped if that
       is past the cache's capacity).
     advance: [B] int, 1 where the row's length grows (default all); a row with 0 still
       computes but its slot is overwritten by its next real token.
+    transposed: the layout of layers (static).
   Returns:
     (logits [B, V] float32, updated cache)
   """
   batch_size = tokens.shape[0]
-  embed_dim, num_heads, num_kv_heads, head_dim = (config.embed_dim, config.num_heads,
-                                                  config.num_kv_heads, config.head_dim)
+  num_heads, num_kv_heads, head_dim = config.num_heads, config.num_kv_heads, config.head_dim
   eps = config.rms_norm_eps
   lengths = cache["length"]
   rows = jnp.arange(batch_size)
@@ -97,20 +123,20 @@ def step(params, layers, config, tokens, cache, advance=None):
   valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
   x = decoder.embed(params, config, tokens[:, None])[:, 0]  # [B, D]
 
-  def project(h, weight, heads):  # [B, D] @ [D, heads, H]: one 2-D matmul, no weight copy
-    return (h @ weight.reshape(embed_dim, heads * head_dim)).reshape(batch_size, heads, head_dim)
+  def matmul(x, weight):  # 2-D products on the stored layout: XLA copies no weight
+    return x @ weight.T if transposed else x @ weight
 
   new_keys, new_values = [], []
-  for layer_params, keys, values in zip(layers, cache["key"], cache["value"]):
-    weights = layer_params["attention"]
-    h = normalization.rms_norm(x, layer_params["attention_norm"], eps)
-    query = project(h, weights["query"], num_heads)  # [B, N, H]
-    key = project(h, weights["key"], num_kv_heads)  # [B, K, H]
-    value = project(h, weights["value"], num_kv_heads)
+  for weights, keys, values in zip(layers, cache["key"], cache["value"]):
+    h = normalization.rms_norm(x, weights["attention_norm"], eps)
+    query, key, value = (matmul(h, weights[name]) for name in ("query", "key", "value"))
     if config.qkv_bias:
       query += weights["query_bias"]
       key += weights["key_bias"]
       value += weights["value_bias"]
+    query = query.reshape(batch_size, num_heads, head_dim)
+    key = key.reshape(batch_size, num_kv_heads, head_dim)
+    value = value.reshape(batch_size, num_kv_heads, head_dim)
     if config.qk_norm:
       query = normalization.rms_norm(query, weights["query_norm"], eps)
       key = normalization.rms_norm(key, weights["key_norm"], eps)
@@ -119,12 +145,12 @@ def step(params, layers, config, tokens, cache, advance=None):
     keys = keys.at[rows, :, :, lengths].set(key.astype(keys.dtype), mode="drop")
     values = values.at[rows, :, lengths].set(value.astype(values.dtype), mode="drop")
     encoded = _attend(query, keys, values, valid)  # [B, N, H]
-    x = x + encoded.reshape(batch_size, -1) @ weights["output"].reshape(-1, embed_dim)
+    x = x + matmul(encoded.reshape(batch_size, -1), weights["output"])
     if config.output_bias:
       x = x + weights["output_bias"]
-    mlp = layer_params["mlp"]
-    h = normalization.rms_norm(x, layer_params["mlp_norm"], eps)
-    x = x + (jax.nn.silu(h @ mlp["gate"]) * (h @ mlp["up"])) @ mlp["down"]  # [B, D]
+    h = normalization.rms_norm(x, weights["mlp_norm"], eps)
+    gated = jax.nn.silu(matmul(h, weights["gate"])) * matmul(h, weights["up"])  # [B, F]
+    x = x + matmul(gated, weights["down"])
     new_keys.append(keys)
     new_values.append(values)
   if advance is None:

@@ -119,7 +119,8 @@ def insert(slots, prefilled, new, unrolled):
   return slots
 
 
-def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finish, max_steps):
+def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finish, max_steps,
+           transposed=False):
   """Runs up to num_steps decode steps for every generating slot in one lax.while_loop.
 
   The loop also ends when no slot is generating, or, if stop_at_first_finish, right after a
@@ -127,13 +128,14 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
 
   Args:
     params: the params tree.
-    layers: decode_step.split_layers(params, config) for the unrolled cache layout, None for
-      the stacked one (module docstring).
+    layers: decode_step.split_layers(params, config, transposed) for the unrolled cache
+      layout, None for the stacked one (module docstring).
     slots: slot state.
     cancel: [B] bool, slots to stop before the first step (e.g. a stop string was seen).
     num_steps: int32 scalar <= max_steps.
     stop_at_first_finish: bool scalar.
     max_steps: static int, C.
+    transposed: static, the layout of layers.
   Returns:
     (slots, tokens [B, C] int32, logprobs [B, C] float32); NO_TOKEN where a slot did not
     generate. A slot's tokens are a prefix of its row.
@@ -156,7 +158,7 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
     advance = generating.astype(jnp.int32)
     if layers is not None:
       logits, cache = decode_step.step(params, layers, config, slots["token"], slots["cache"],
-                                       advance)
+                                       advance, transposed)
     else:
       logits, cache = decoder.forward_with_cache(params, config, slots["token"][:, None],
                                                  slots["cache"], num_new_tokens=advance)

@@ -16,9 +16,9 @@ decode call, never past a sample's prompt + max_tokens), so attention reads litt
 is filled.
 
 Determinism: sample i of a request draws from (seed, request_key, i) and its step index only
-(categorical.py). Its slot, the batch and the buckets change floating-point sums at most, never
-its random stream. Slot batches have at least two rows because XLA's one-row matrix-vector
-products round differently from its matrix products.
+(categorical.py). Its slot, the batch and the buckets change floating-point rounding at most
+(about 1e-6 in a logprob), never its random stream; a token flips only if such noise moves a
+draw across a boundary of the cumulative distribution (or breaks a near-tie in greedy).
 """
 import collections
 import concurrent.futures
@@ -123,9 +123,9 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
   def prefill_call(params, tokens, lengths):
     return decode.prefill(params, config, tokens, lengths)
 
-  def decode_call(params, layers, slots, cancel, num_steps, stop_early):
+  def decode_call(params, layers, slots, cancel, num_steps, stop_early, transposed):
     return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
-                         steps_per_call)
+                         steps_per_call, transposed)
 
   return types.SimpleNamespace(
       init=jax.jit(_counted("init_slots", functools.partial(
@@ -134,13 +134,13 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
       prefill=jax.jit(_counted("prefill", prefill_call)),
       insert=jax.jit(_counted("insert", functools.partial(decode.insert, unrolled=unrolled)),
                      donate_argnums=0, out_shardings=slot_shardings),
-      decode=jax.jit(_counted("decode", decode_call), donate_argnums=2,
+      decode=jax.jit(_counted("decode", decode_call), donate_argnums=2, static_argnums=6,
                      out_shardings=(slot_shardings, None, None)),
       relayout=jax.jit(_counted("relayout", functools.partial(decode.relayout,
                                                               unrolled=unrolled)),
                        static_argnums=2, out_shardings=slot_shardings),
       split_layers=jax.jit(_counted("split_layers", functools.partial(
-          decode_step.split_layers, config=config))))
+          decode_step.split_layers, config=config)), static_argnames="transposed"))
 
 
 def _on_device(params):
@@ -161,20 +161,20 @@ class Engine:
     rules: logical axis rules for the slot state (default parallel.rules.SAMPLE_RULES).
     max_slots: most samples decoded at once (rounded up to a multiple of the mesh's batch
       shards).
-    min_slots: fewest slots in a batch, rounded up to a power of two of at least 2 (one-row
-      batches round differently) and at least the mesh's batch shards.
+    min_slots: fewest slots in a batch, rounded up to a power of two and to at least the
+      mesh's batch shards.
     steps_per_call: most decode steps per device call.
     max_cache_length: longest prompt + max_tokens accepted (default
       config.max_position_embeddings).
     max_prefill_tokens: most (padded) tokens in one prefill call.
     num_stop_ids: most end-of-sequence plus stop token ids per request.
-    unrolled: decode with models.decode_step (one cache buffer per layer, a per-layer copy of
-      the weights made once per params version) instead of decoder.forward_with_cache. Default:
-      on CPU, for the models decode_step supports.
+    unrolled: decode with models.decode_step (one cache buffer per layer, and per-layer
+      copies of the weights made once per params version: see _prepared_layers) instead of
+      decoder.forward_with_cache. Default: on CPU, for the models decode_step supports.
   """
 
   def __init__(self, config, params, tokenizer=None, mesh=None, rules=None, max_slots=64,
-               min_slots=2, steps_per_call=64, max_cache_length=None,
+               min_slots=1, steps_per_call=64, max_cache_length=None,
                max_prefill_tokens=8192, num_stop_ids=16, unrolled=None):
     for name, value in (("max_slots", max_slots), ("min_slots", min_slots),
                         ("steps_per_call", steps_per_call),
@@ -190,7 +190,7 @@ class Engine:
     if mesh is not None:
       mesh_lib.validate_model(config, mesh, self.rules)
       batch_shards = mesh_lib.axis_size(mesh, "batch", self.rules)
-    self.min_slots = power_of_two_bucket(max(min_slots, 2, batch_shards))
+    self.min_slots = power_of_two_bucket(max(min_slots, batch_shards))
     self._min_prefill_rows = power_of_two_bucket(batch_shards)
     self.max_slots = -(-max(max_slots, self.min_slots) // batch_shards) * batch_shards
     self.steps_per_call = steps_per_call
@@ -209,7 +209,7 @@ class Engine:
                        f"(model_type={config.model_type!r}); use unrolled=False.")
     self.unrolled = unrolled
     self._params = params
-    self._layers = None
+    self._layers = {}
     self._lock = threading.Lock()
     self._wakeup = threading.Condition(self._lock)
     self._queue = collections.deque()
@@ -440,20 +440,35 @@ class Engine:
     self._fit_slots(active, new_samples)
     if admitted:
       self._admit(params, admitted)
-    if self.unrolled and (self._layers is None or self._layers[0] is not params):
-      self._layers = (params, self._call(self._functions.split_layers, params))  # per params
     batch_size = len(self._slot_samples)
+    layers = (self._prepared_layers(params, transposed=batch_size > 1) if self.unrolled
+              else None)
     cancel = np.zeros((batch_size,), bool)
     cancel[sorted(self._to_cancel)] = True
     self._to_cancel.clear()
     with self._lock:
       waiting = bool(self._queue)
     self._slots, tokens, logprobs = self._call(
-        self._functions.decode, params, self._layers[1] if self.unrolled else None,
-        self._slots,
-        jnp.asarray(cancel), jnp.int32(self.steps_per_call), jnp.bool_(waiting))
+        self._functions.decode, params, layers, self._slots, jnp.asarray(cancel),
+        jnp.int32(self.steps_per_call), jnp.bool_(waiting), batch_size > 1)
     tokens, logprobs = jax.device_get((tokens, logprobs))
     return self._collect(tokens, logprobs)
+
+  def _prepared_layers(self, params, transposed):
+    """decode_step.split_layers(params), made once per params version and layout.
+
+    One-row batches use the [in, out] layout (XLA's matrix-vector product reads it fastest),
+    larger ones [out, in]; each is a copy of the layer weights that lives until the params
+    change.
+    """
+    cached = self._layers.get(transposed)
+    if cached is None or cached[0] is not params:
+      self._layers = {key: value for key, value in self._layers.items()
+                      if value[0] is params}  # drop copies of older params
+      cached = (params, self._call(functools.partial(self._functions.split_layers,
+                                                     transposed=transposed), params))
+      self._layers[transposed] = cached
+    return cached[1]
 
   def _fit_slots(self, active, new_samples):
     """Sizes the slot batch and cache for the active and new samples (relayout if needed).
@@ -604,6 +619,6 @@ class Engine:
     """After a failed device call: fail every request in a slot or being admitted."""
     requests = {id(s.request): s.request for s in self._slot_samples if s is not None}
     requests.update({id(r): r for r in admitted})
-    self._slots, self._slot_samples, self._layers = None, [], None
+    self._slots, self._slot_samples, self._layers = None, [], {}
     self._to_cancel.clear()
     return [(request, error) for request in requests.values()]

@@ -1,0 +1,64 @@
+r"""The embedded default: WHALE against weight-only and harness-only on a tiny solver, on CPU.
+
+The solver is whale_jax/assets/demo_solver (trained by configs/embedded_solver.py on other
+worlds); the task is a synthetic multi-hop QA world it has never seen, under the compact seed
+harness (two turns, top-1 passage cut to 12 words). Every method starts from the same
+(weights, harness) and spends the same budget of training rollouts; test mean@k is paired
+(same questions, same seeds). Prints a table and writes workdir/best_so_far.png.
+
+  python -m whale_jax.main --config=configs/demo.py --workdir=runs/demo
+  python -m whale_jax.main --config=configs/demo.py --config.loop.seed=1 --workdir=runs/demo1
+  python -m whale_jax.main --config=configs/demo.py:in_process --workdir=runs/demo_model
+  python -m whale_jax.main --config=configs/demo.py:smoke --workdir=/tmp/demo_smoke
+
+Variants: "in_process" proposes harness edits with the solver itself (a tiny model writes
+poor patches; it shows the wiring), "openai" with an OpenAI-compatible endpoint
+(--config.search.base_url=..., --config.search.model=..., key in PROPOSER_API_KEY).
+"""
+import ml_collections
+
+BUDGET_ROLLOUTS = 2048
+
+
+def get_config(arg: str = ""):
+  config = ml_collections.ConfigDict()
+  config.recipe = "compare"
+  config.methods = ("whale", "weight_only", "harness_only")
+  config.model = dict(source="embedded")
+  config.tokenizer = "embedded"
+  config.domain = dict(name="synthetic_qa", seed=7, seed_harness="searchqa_compact",
+                       split_sizes={"weight": -1, "harness": 48, "validation": 48,
+                                    "test": 300})
+  config.sampling = dict(max_tokens=16, temperature=1.0, top_k=20)
+  config.eval_sampling = dict()
+  config.training = dict(optimizer=dict(learning_rate=2e-4, warmup_steps=0),
+                         row_length=512, samples_per_step=64,
+                         sampler=dict(max_slots=64, steps_per_call=16, max_cache_length=512))
+  config.loop = dict(seed=0, prompt_batch=32, num_samples=4, score_threshold=0.5,
+                     sft_epochs=1, search_iterations=3, candidates_per_iteration=2,
+                     eval_num_samples=2, eval_interval_rollouts=1024,
+                     checkpoint_every_steps=4)
+  config.whale = dict(weight_epochs=0.25, total_weight_epochs=100.0,
+                      budget_rollouts=BUDGET_ROLLOUTS, max_cycles=30)
+  config.baseline = dict(total_weight_epochs=100.0, search_iterations=100,
+                         budget_rollouts=BUDGET_ROLLOUTS)
+  config.vace = dict(num_cycles=4, block_steps=4, budget_rollouts=BUDGET_ROLLOUTS)
+  config.search = dict(proposer="edit_library", seed=0)
+  config.runtime = dict(num_workers=16, timeout_seconds=60.0)
+  config.mesh = dict(data=1, num_devices=1)
+  args = set(arg.split(",")) if arg else set()
+  if "in_process" in args:
+    config.search = dict(proposer="in_process", sampling=dict(max_tokens=256,
+                                                              temperature=1.0))
+  if "openai" in args:
+    config.search = dict(proposer="openai", base_url="http://localhost:8000/v1",
+                         model="proposer", api_key_env="PROPOSER_API_KEY",
+                         sampling=dict(max_tokens=8192, temperature=1.0))
+  if "smoke" in args:
+    config.domain.split_sizes = {"weight": 16, "harness": 4, "validation": 4, "test": 8}
+    config.loop.update(prompt_batch=4, num_samples=2, eval_num_samples=1,
+                       eval_interval_rollouts=0)
+    config.whale.update(weight_epochs=0.5, budget_rollouts=48)
+    config.baseline.budget_rollouts = 48
+    config.runtime.num_workers = 2
+  return config
