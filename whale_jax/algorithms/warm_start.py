@@ -120,10 +120,9 @@ def episode_sequences(trajectory):
 def teacher_samples(warm_config, tokenizer, path):
   """(token id arrays, loss mask arrays) of the teacher episodes, cached at path."""
   if os.path.exists(path):
-    data = np.load(path)
-    offsets = data["offsets"]
-    return ([data["tokens"][offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)],
-            [data["masks"][offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)])
+    with np.load(path) as data:  # each data[name] reads the whole array again: read once
+      tokens, masks, offsets = data["tokens"], data["masks"], data["offsets"]
+    return np.split(tokens, offsets[1:-1]), np.split(masks, offsets[1:-1])
   harness = Harness(synthetic_qa_teacher.teacher_harness_source(
       warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens))
   sequences, masks = [], []
