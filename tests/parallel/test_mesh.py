@@ -44,6 +44,19 @@ def test_validate_model_names_the_field_and_the_fix():
   mesh_lib.validate_model(MODEL, mesh_lib.make_mesh(data=1, fsdp=4, tensor=2), rules.TRAIN_RULES)
 
 
+def test_validate_model_checks_linear_attention_heads_of_hybrids():
+  hybrid = config_lib.ModelConfig(
+      model_type="qwen3_5", vocab_size=96, num_layers=4, embed_dim=16, mlp_dim=24, num_heads=8,
+      num_kv_heads=4, head_dim=8, partial_rotary_factor=0.5,
+      layer_types=("linear_attention",) * 3 + ("full_attention",), linear_num_key_heads=2,
+      linear_num_value_heads=6, linear_key_head_dim=4, linear_value_head_dim=4,
+      linear_conv_width=4)
+  mesh_lib.validate_model(hybrid, mesh_lib.make_mesh(data=4, fsdp=1, tensor=2), rules.TRAIN_RULES)
+  with pytest.raises(ValueError, match=r"linear_num_value_heads=6 is not divisible by the 4"):
+    mesh_lib.validate_model(hybrid, mesh_lib.make_mesh(data=2, fsdp=1, tensor=4),
+                            rules.TRAIN_RULES)
+
+
 def test_validate_shardable_names_the_leaf_and_the_axis():
   mesh = mesh_lib.make_mesh(data=1, fsdp=4, tensor=2)
   shapes = {"mixer": {"beta": np.zeros((2, 16, 3)), "gate": np.zeros((2, 16, 4))}}

@@ -11,7 +11,7 @@ from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
 from whale_jax.train import logprobs as train_logprobs
 
-NAMES = ["qwen3_tied", "qwen2_bias", "llama3_scaled"]
+NAMES = ["qwen3_tied", "qwen2_bias", "llama3_scaled", "qwen3_5_untied"]
 PROMPT_LENGTHS = [7, 1, 12, 4]
 NEW_TOKENS = 12
 

@@ -70,6 +70,8 @@ def validate_model(model_config, mesh, rules):
   """Raises ValueError when a sharded model dimension does not split evenly over the mesh."""
   fields = (("num_heads", "heads"), ("num_kv_heads", "kv_heads"), ("mlp_dim", "mlp"),
             ("embed_dim", "embed"), ("vocab_size", "vocab"))
+  if getattr(model_config, "is_hybrid", False):
+    fields += (("linear_num_value_heads", "linear_heads"),)
   for field, logical_name in fields:
     value = getattr(model_config, field)
     devices = axis_size(mesh, logical_name, rules)
