@@ -68,3 +68,19 @@ def test_logprobs_equal_trainer_logprobs(checkpoint, temperature):
                                atol=1e-5, rtol=0)
   # The two samples of each prompt draw from different streams.
   assert any(outs[2 * r].token_ids != outs[2 * r + 1].token_ids for r in range(len(prompts)))
+
+
+def test_reused_slots_start_clean(checkpoint):
+  """Two slots serve four prompts one after another: a slot's next sample must not see its
+  previous sample's KV entries or (Qwen3.5) recurrent state and convolution window."""
+  model, config, params, _ = checkpoint
+  tokens, mask, prompts = _prompts(seed=6)
+  with torch.no_grad():
+    expected = model.generate(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask),
+                              max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                              pad_token_id=0)[:, tokens.shape[1]:].numpy()
+  with Sampler(config, params, max_slots=1, steps_per_call=8) as sampler:
+    outs = [sampler.generate([prompt], SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0,
+                                                      ignore_eos=True))[0]
+            for prompt in reversed(prompts)]
+  np.testing.assert_array_equal([out.token_ids for out in reversed(outs)], expected)
