@@ -6,6 +6,9 @@ setuptools.setup(
     version="0.1.0",
     description="Jointly optimize an LLM agent's weights and its harness program, in JAX.",
     packages=setuptools.find_packages(include=["whale_jax", "whale_jax.*"]),
+    # The embedded demo solver (configs/demo.py): weights, config and tokenizer files.
+    package_data={"whale_jax": ["assets/demo_solver/*"]},
+    include_package_data=True,
     python_requires=">=3.10",
     install_requires=[
         "jax>=0.10",
@@ -14,7 +17,6 @@ setuptools.setup(
         "ml_dtypes",
         "optax",
         "orbax-checkpoint",
-        "flax",
         "transformers>=4.50",
         "tokenizers",
         "sentencepiece",

@@ -17,12 +17,12 @@ def get_config(arg: str = ""):
                       num_heads=4, num_kv_heads=4, head_dim=32, rope_theta=10_000.0,
                       max_position_embeddings=1024, tie_embeddings=True)
   config.training = dict(optimizer=dict(learning_rate=2e-3, warmup_steps=50,
-                                        schedule="cosine", total_steps=600,
+                                        schedule="cosine", total_steps=1000,
                                         final_learning_rate_fraction=0.1),
                          row_length=256, samples_per_step=48,
                          sampler=dict(max_slots=64, steps_per_call=24, max_cache_length=512))
   config.warm_start = dict(world_seeds=(1000, 48), eval_world_seeds=(2000, 2), name_worlds=400,
-                           vocab_size=2048, steps=600, eval_every=150, eval_questions=100,
+                           vocab_size=2048, steps=1000, eval_every=200, eval_questions=100,
                            teacher_max_turns=3, teacher_max_doc_tokens=64, seed=0)
   if arg == "smoke":
     config.warm_start.update(world_seeds=(1000, 1), eval_world_seeds=(2000, 1), name_worlds=5,

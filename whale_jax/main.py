@@ -6,8 +6,11 @@ r"""Runs one experiment from a config file.
 
 Restarting with the same --workdir resumes the run from its last checkpoint.
 """
+import logging
+
 from absl import app
 from absl import flags
+from absl import logging as absl_logging
 from ml_collections import config_flags
 
 from whale_jax.algorithms import experiment
@@ -20,9 +23,17 @@ _PROGRESS = flags.DEFINE_bool("progress", True, "Show progress bars.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
+class _QuietLibraries(logging.Filter):
+  """Drops INFO records of checkpointing libraries (orbax logs every step of every save)."""
+
+  def filter(self, record):
+    return record.levelno > logging.INFO or "/orbax/" not in record.pathname
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  absl_logging.get_absl_handler().addFilter(_QuietLibraries())
   experiment.run(_CONFIG.value, _WORKDIR.value, show_progress=_PROGRESS.value)
 
 
