@@ -6,7 +6,7 @@
 #   launch/tpu_pod.sh create            # create the slice, or reuse it if it exists
 #   launch/tpu_pod.sh copy              # rsync this checkout to ~/whale_jax on every worker
 #   launch/tpu_pod.sh install           # venv + pip install -e . on every worker
-#   launch/tpu_pod.sh run --config=configs/whale_searchqa.py --workdir=gs://BUCKET/run1
+#   launch/tpu_pod.sh run --config=configs/whale.py:searchqa --workdir=gs://BUCKET/run1
 #   launch/tpu_pod.sh logs              # fetch each worker's log into launch_logs/
 #   launch/tpu_pod.sh delete
 set -euo pipefail

@@ -85,6 +85,15 @@ def test_search_budget_fits_the_remaining_rollouts():
   assert whale.search_budget(run, 7, budget_rollouts=0) == 7
 
 
+def test_a_weight_step_starts_only_when_its_rollouts_fit():
+  run = _fake_run(10, prompt_batch=4)
+  per_step = 4 * run.loop.num_samples
+  run.counts.training = 100
+  assert whale.weight_step_fits(run, budget=100 + per_step)
+  assert not whale.weight_step_fits(run, budget=100 + per_step - 1)
+  assert whale.weight_step_fits(run, budget=0)  # no budget
+
+
 @pytest.mark.parametrize("rewards, patience, stop", [
     ([0.1, 0.2, 0.3, 0.4], 2, False),       # window means 0.15, 0.25, 0.35: still improving
     ([0.5, 0.1, 0.1, 0.1, 0.1], 3, True),   # means 0.3, 0.1, 0.1, 0.1: best 3 steps ago

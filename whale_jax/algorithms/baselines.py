@@ -41,8 +41,8 @@ def _weights(run, baseline_config, budget_rollouts):
   total_steps = loop.steps_for_epochs(run, baseline_config.total_weight_epochs)
   stop = None
   if budget_rollouts:
-    stop = lambda run: whale.remaining_rollouts(run, budget_rollouts) <= 0
-  if whale.remaining_rollouts(run, budget_rollouts) > 0:
+    stop = lambda run: not whale.weight_step_fits(run, budget_rollouts)
+  if whale.weight_step_fits(run, budget_rollouts):
     loop.weight_steps(run, loop.incumbent(run), total_steps, _step_fn(baseline_config),
                       label="weights", stop=stop)
 

@@ -13,7 +13,8 @@ without a new best, and at most 15.
 
 Budgets: the weight budget in epochs (total_weight_epochs) and, optionally, a budget of
 training rollouts (weight + harness) shared with the baselines for equal-budget comparisons;
-a harness phase is shortened so that it does not run past the rollout budget.
+a weight step starts only when its rollouts fit in what is left, and a harness phase is
+shortened so that it does not run past the rollout budget.
 
 Departures from the paper: the proposer is whale_jax's (an edit library offline, or a model
 through the generate API) instead of a coding agent; the run reports the best (weights,
@@ -42,6 +43,11 @@ class WhaleConfig:
 
 def remaining_rollouts(run, budget):
   return math.inf if not budget else budget - run.counts.training
+
+
+def weight_step_fits(run, budget):
+  """Whether one more weight step's rollouts (prompt batch x G) fit in the budget."""
+  return remaining_rollouts(run, budget) >= run.loop.prompt_batch * run.loop.num_samples
 
 
 def search_budget(run, iterations, budget_rollouts):
@@ -77,7 +83,7 @@ def run_whale(run, whale_config):
     loop.start_phase(run, "weight")
     loop.checkpoint(run)
   while not state["done"]:
-    budget_left = remaining_rollouts(run, whale_config.budget_rollouts) > 0
+    budget_left = weight_step_fits(run, whale_config.budget_rollouts)
     if state["phase"] == "weight":
       steps = min(phase_steps, total_steps - state["weight_steps"] + state["phase_steps"])
       stop = None
@@ -86,14 +92,15 @@ def run_whale(run, whale_config):
         stop = lambda run: adaptive_stop(run, window, window)
       if whale_config.budget_rollouts:
         previous = stop
-        stop = lambda run: (remaining_rollouts(run, whale_config.budget_rollouts) <= 0 or
+        stop = lambda run: (not weight_step_fits(run, whale_config.budget_rollouts) or
                             (previous is not None and previous(run)))
       if budget_left:
         loop.weight_steps(run, loop.incumbent(run), steps, loop.rsft_step,
                           label=f"cycle {state['cycle']} weights", stop=stop)
       out_of_budget = (state["weight_steps"] >= total_steps or
                        state["cycle"] + 1 >= whale_config.max_cycles or
-                       remaining_rollouts(run, whale_config.budget_rollouts) <= 0)
+                       (remaining_rollouts(run, whale_config.budget_rollouts) <
+                        len(run.splits["harness"])))
       if out_of_budget:
         state["done"] = True
         break
