@@ -24,8 +24,8 @@ def smoke(config):
   config.domain = tiny_domain(config.domain.get("name", "synthetic_qa"))
   config.sampling = dict(max_tokens=24, temperature=1.0, top_k=20)
   config.eval_sampling = dict()
-  config.training.update(row_length=1024, samples_per_step=16,
-                         sampler=dict(max_slots=16, steps_per_call=16, max_cache_length=1024))
+  config.training.update(row_length=2048, samples_per_step=16,
+                         sampler=dict(max_slots=16, steps_per_call=16, max_cache_length=2048))
   config.training.optimizer = dict(learning_rate=1e-3, warmup_steps=0)
   config.loop.update(prompt_batch=4, num_samples=2, search_iterations=2,
                      candidates_per_iteration=2, eval_num_samples=1, eval_interval_rollouts=0,

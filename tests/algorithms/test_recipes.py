@@ -15,15 +15,20 @@ SLOW = ("whale_adaptive", "fst", "ungated", "weight_only", "harness_only", "stag
 
 @pytest.fixture
 def episode_counter(monkeypatch):
-  """Counts episodes the harness runtime actually runs, by the split of their task id."""
+  """Counts episodes the harness runtime actually runs, and the tokens generated in them
+  (counts[(task id, "tokens")]), by task id."""
   counts = collections.Counter()
   original = runtime_lib.HarnessRuntime.run_episodes
 
   def counting(self, harness, episodes):
     episodes = list(episodes)
-    for episode in episodes:
+    trajectories = original(self, harness, episodes)
+    for episode, trajectory in zip(episodes, trajectories):
       counts[episode.task_id] += 1
-    return original(self, harness, episodes)
+      counts[(episode.task_id, "tokens")] += sum(
+          len(completion.token_ids) for call in trajectory.calls
+          for completion in call.completions)
+    return trajectories
 
   monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_episodes", counting)
   return counts
@@ -44,6 +49,9 @@ def _check_run(workdir, summary, recipe):
     assert os.path.exists(os.path.join(workdir, name)), name
   rows = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
   assert rows[0]["phase"] == "evaluation" and rows[-1]["phase"] == "evaluation"
+  # Every episode reached the model: no infra errors (e.g. prompts past the cache length).
+  assert not any(row.get("outcome_infra_error") or row.get("behaviour_infra_error_rate")
+                 for row in rows)
 
 
 @pytest.mark.parametrize("recipe", FAST + tuple(pytest.param(r, marks=pytest.mark.slow)
@@ -55,12 +63,18 @@ def test_recipe_runs_end_to_end_with_exact_rollout_counts(recipe, tmp_path, epis
   _check_run(workdir, summary, recipe)
   split_of = _split_of(config)
   by_split = collections.Counter()
-  for task_id, count in episode_counter.items():
-    by_split[split_of[task_id]] += count
+  for key, count in episode_counter.items():
+    if isinstance(key, tuple):
+      by_split[(split_of[key[0]], "tokens")] += count
+    else:
+      by_split[split_of[key]] += count
   counts = summary["counts"]
   assert counts["weight"] == by_split["weight"]
   assert counts["harness"] == by_split["harness"] + by_split["validation"]
   assert counts["evaluation"] == by_split["test"]
+  for phase, splits in (("weight", ("weight",)), ("harness", ("harness", "validation")),
+                        ("evaluation", ("test",))):
+    assert counts[f"{phase}_tokens"] == sum(by_split[(split, "tokens")] for split in splits)
   if recipe in ("whale", "weight_only", "fst", "vace", "ungated"):
     assert counts["weight"] > 0
   if recipe in ("whale", "harness_only", "fst", "vace"):

@@ -293,7 +293,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
       instances=run.splits["harness"], weights_id=run.policy.weights_id,
       candidates_per_iteration=run.loop.candidates_per_iteration, prompt_only=prompt_only,
       seed=run.loop.seed, tokenizer=None, **budget)
-  run.counts.add("harness", result.rollouts)
+  run.counts.add("harness", result.rollouts, result.generated_tokens)
   run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,
               search_rollouts=result.rollouts, improved=result.improved,
               accepted=result.accepted_id, stop_reason=result.stop_reason,
@@ -308,7 +308,7 @@ def gate(run, current, candidate, label):
       current, candidate, make_evaluate(run), run.splits["validation"],
       weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
       log_path=os.path.join(run.workdir, "gate_decisions.jsonl"))
-  run.counts.add("harness", result.rollouts)
+  run.counts.add("harness", result.rollouts, result.generated_tokens)
   decision = result.decision
   run.state["gate_decisions"].append({"label": label, "accepted": decision.accepted,
                                       "mean_difference": decision.mean_difference})

@@ -72,7 +72,7 @@ def _validation_mean(run, harness):
   instances = run.splits["validation"]
   evaluation = evaluate(harness, instances, search_evaluation.sample_keys(instances,
                                                                           run.loop.seed))
-  run.counts.add("harness", evaluation.rollouts)
+  run.counts.add("harness", evaluation.rollouts, evaluation.generated_tokens)
   return evaluation.success_rate
 
 

@@ -87,7 +87,8 @@ class Candidate:
     weights_id: the weights it was evaluated at.
     success, mean_turns: mean score and mean llm calls over the search instances.
     num_examples: instances evaluated; outcomes: {outcome: count}.
-    rollouts: episodes run for it (cache hits excluded).
+    rollouts: episodes run for it (cache hits excluded); generated_tokens: the model's tokens
+      in them.
     prompt_tokens, completion_tokens: what proposing it cost.
   """
   id: str
@@ -112,6 +113,7 @@ class Candidate:
   num_examples: int = 0
   outcomes: dict = dataclasses.field(default_factory=dict)
   rollouts: int = 0
+  generated_tokens: int = 0
   prompt_tokens: int = 0
   completion_tokens: int = 0
 
@@ -194,6 +196,7 @@ class Archive:
       candidate.mean_turns = evaluation.mean_turns
       candidate.outcomes = evaluation.outcome_counts()
       candidate.rollouts = evaluation.rollouts
+      candidate.generated_tokens = evaluation.generated_tokens
     temporary = tempfile.mkdtemp(prefix=f".tmp-{candidate.id}-", dir=self.candidates_directory)
     try:
       if source is not None:

@@ -47,12 +47,14 @@ class Evaluation:
     scores: one score in [0, 1] per instance.
     trajectories: one Trajectory per instance.
     rollouts: episodes actually run to produce this (cache hits cost none; retries count).
+    generated_tokens: tokens the model generated in those episodes.
   """
   task_ids: tuple[str, ...]
   sample_keys: tuple[int, ...]
   scores: tuple[float, ...]
   trajectories: tuple[trajectory_lib.Trajectory, ...]
   rollouts: int = 0
+  generated_tokens: int = 0
 
   def __post_init__(self):
     sizes = {len(self.task_ids), len(self.sample_keys), len(self.scores),
@@ -124,6 +126,7 @@ def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=1):
                 for instance, key in zip(instances, keys)]
     trajectories = runtime.run_episodes(harness, episodes)
     rollouts = len(episodes)
+    generated_tokens = sum(t.num_completion_tokens for t in trajectories)
     for _ in range(infra_retries):
       failed = [i for i, t in enumerate(trajectories) if t.outcome == "infra_error"]
       if not failed:
@@ -132,12 +135,14 @@ def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=1):
           domain_lib.make_episode(domain, instances[i], sampling.replace(seed=keys[i]))
           for i in failed])
       rollouts += len(failed)
+      generated_tokens += sum(t.num_completion_tokens for t in retried)
       for index, trajectory in zip(failed, retried):
         trajectories[index] = trajectory
     scores = [float(domain.verify(instance, t.answer, t)) if t.ok else 0.0
               for instance, t in zip(instances, trajectories)]
     return Evaluation(tuple(i.id for i in instances), tuple(keys), tuple(scores),
-                      tuple(trajectories), rollouts=rollouts)
+                      tuple(trajectories), rollouts=rollouts,
+                      generated_tokens=generated_tokens)
 
   evaluate.weights_id = weights_id
   return evaluate

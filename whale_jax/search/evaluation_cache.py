@@ -96,7 +96,7 @@ def cached(evaluate, cache, weights_id):
     found = [cache.lookup(harness.hash, weights_id, instance.id, key)
              for instance, key in zip(instances, keys)]
     missing = [i for i, entry in enumerate(found) if entry is None]
-    rollouts = 0
+    rollouts = generated_tokens = 0
     if missing:
       subset = [instances[i] for i in missing]
       subset_keys = [keys[i] for i in missing]
@@ -104,12 +104,13 @@ def cached(evaluate, cache, weights_id):
                                             subset_keys)
       cache.store(harness.hash, weights_id, result.task_ids, result.sample_keys, result.scores,
                   result.trajectories)
-      rollouts = result.rollouts
+      rollouts, generated_tokens = result.rollouts, result.generated_tokens
       for index, score, trajectory in zip(missing, result.scores, result.trajectories):
         found[index] = (score, trajectory)
     return evaluation_lib.Evaluation(
         tuple(i.id for i in instances), tuple(keys), tuple(entry[0] for entry in found),
-        tuple(entry[1] for entry in found), rollouts=rollouts)
+        tuple(entry[1] for entry in found), rollouts=rollouts,
+        generated_tokens=generated_tokens)
 
   evaluate_cached.weights_id = weights_id
   return evaluate_cached

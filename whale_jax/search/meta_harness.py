@@ -66,6 +66,7 @@ class SearchResult:
     accepted_id: its archive id.
     archive: the Archive.
     rollouts: episodes run by this search, all sessions together (cache hits excluded).
+    generated_tokens: the solver's tokens in those episodes.
     iterations: iterations completed, the incoming evaluation included.
     stop_reason: why the search stopped.
     frontier: ids of the Pareto front (success up, mean turns down).
@@ -80,6 +81,7 @@ class SearchResult:
   stop_reason: str
   frontier: tuple[str, ...]
   proposer_prompt_tokens: int = 0
+  generated_tokens: int = 0
   proposer_completion_tokens: int = 0
 
   @property
@@ -279,7 +281,8 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
       stop_reason=stop_reason,
       frontier=tuple(c.id for c in pareto_front(_up_to(archive, iteration - 1))),
       proposer_prompt_tokens=sum(c.prompt_tokens for c in archive.candidates),
-      proposer_completion_tokens=sum(c.completion_tokens for c in archive.candidates))
+      proposer_completion_tokens=sum(c.completion_tokens for c in archive.candidates),
+      generated_tokens=sum(c.generated_tokens for c in archive.candidates))
 
 
 def _proposals(archive, iteration, accepted, proposer, domain, count, prompt_only,
