@@ -15,6 +15,8 @@ not evidence against the harness, and are never trained on.
 import dataclasses
 import hashlib
 
+from absl import logging
+
 from whale_jax import tasks
 
 
@@ -78,6 +80,10 @@ def collect(runtime, domain, harness, instances, sampling, num_samples=1, seed_k
       episodes.append(tasks.make_episode(domain, instance, sampling.replace(seed=seed),
                                          episode_id=f"{instance.id}#{sample_index}"))
   flat = runtime.run_episodes(harness, episodes) if episodes else []
+  failed = [t for t in flat if t.outcome == "infra_error"]
+  if len(failed) * 2 > len(flat):
+    logging.warning("%d of %d episodes failed outside the harness (infra_error), e.g.: %s",
+                    len(failed), len(flat), failed[0].error[:500])
   trajectories, scores = [], []
   for i, instance in enumerate(instances):
     group = flat[i * num_samples:(i + 1) * num_samples]
