@@ -189,7 +189,10 @@ def run_one(config, workdir, recipe, show_progress=True):
 
 def run(config, workdir, show_progress=True):
   """Runs config.recipe (or each of config.methods for "compare"); returns the summary."""
-  distributed.initialize()
+  if distributed.initialize() > 1:  # hosts must agree on versions and config before compiling
+    distributed.preflight(
+        expected_processes=int(os.environ.get("WHALE_JAX_NUM_PROCESSES", jax.process_count())),
+        extra_fingerprint=config.to_json_best_effort(sort_keys=True))
   recipe = config.recipe
   if recipe == "warm_start":
     from whale_jax.algorithms import warm_start  # pylint: disable=g-import-not-at-top
