@@ -1,4 +1,4 @@
-r"""Warm start of the embedded demo solver: a ~1.5M-parameter Qwen3-style model trained from
+r"""Warm start of the embedded demo solver: a 1.3M-parameter Qwen3-style model trained from
 scratch on scripted-teacher trajectories of synthetic QA worlds (whale_jax/algorithms/
 warm_start.py). Its output, workdir/solver, is what whale_jax/assets/demo_solver holds.
 
@@ -6,6 +6,9 @@ warm_start.py). Its output, workdir/solver, is what whale_jax/assets/demo_solver
   python -m whale_jax.main --config=configs/embedded_solver.py:smoke --workdir=/tmp/solver
 
 The demo's world (configs/demo.py, seed 7) is not among the training or held-out worlds.
+The shipped solver: 1,000 steps (~45 CPU-minutes on 2 cores); on the held-out worlds it
+answers 0.22 of questions under the compact h0 and 0.35 under the teacher's harness
+(whale_jax/assets/demo_solver/warm_start_metrics.jsonl).
 """
 import ml_collections
 
