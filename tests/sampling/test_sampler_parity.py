@@ -32,13 +32,17 @@ def _prompts(seed):
   return tokens, mask, [row[m.astype(bool)].tolist() for row, m in zip(tokens, mask)]
 
 
+def _transformers_greedy(model, tokens, mask):
+  with torch.no_grad():
+    return model.generate(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask),
+                          max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                          pad_token_id=0)[:, tokens.shape[1]:].numpy()
+
+
 def test_greedy_matches_transformers_on_ragged_batch(checkpoint):
   model, _, _, sampler = checkpoint
   tokens, mask, prompts = _prompts(seed=4)
-  with torch.no_grad():
-    expected = model.generate(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask),
-                              max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
-                              pad_token_id=0)[:, tokens.shape[1]:].numpy()
+  expected = _transformers_greedy(model, tokens, mask)
   outs = sampler.generate(prompts, SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0,
                                                   ignore_eos=True))
   np.testing.assert_array_equal([out.token_ids for out in outs], expected)
@@ -75,10 +79,7 @@ def test_reused_slots_start_clean(checkpoint):
   previous sample's KV entries or (Qwen3.5) recurrent state and convolution window."""
   model, config, params, _ = checkpoint
   tokens, mask, prompts = _prompts(seed=6)
-  with torch.no_grad():
-    expected = model.generate(input_ids=torch.tensor(tokens), attention_mask=torch.tensor(mask),
-                              max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
-                              pad_token_id=0)[:, tokens.shape[1]:].numpy()
+  expected = _transformers_greedy(model, tokens, mask)
   with Sampler(config, params, max_slots=1, steps_per_call=8) as sampler:
     outs = [sampler.generate([prompt], SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0,
                                                       ignore_eos=True))[0]
