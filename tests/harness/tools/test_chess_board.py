@@ -1,4 +1,5 @@
 """Chess helpers against known positions: move counts, legality, board text."""
+import chess
 import pytest
 
 from whale_jax.harness.tools import chess_board
@@ -75,3 +76,8 @@ def test_describe_board_holds_side_fen_board_and_moves():
 def test_invalid_fen_is_explained():
   with pytest.raises(ValueError, match="Invalid FEN"):
     chess_board.legal_moves("not a fen")
+
+
+@pytest.mark.parametrize("move", ["0000", "--", "Z0", ""])
+def test_null_and_garbage_moves_are_not_moves(move):
+  assert chess_board.parse_move(chess.Board(), move) is None

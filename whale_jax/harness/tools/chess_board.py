@@ -32,9 +32,10 @@ def parse_move(board, move):
   except ValueError:
     pass
   try:
-    return board.parse_san(move)
+    parsed = board.parse_san(move)
   except ValueError:
     return None
+  return parsed if parsed else None  # parse_san accepts the null move ("0000", "--")
 
 
 def legal_moves(fen):
