@@ -42,9 +42,8 @@ def _weights(run, baseline_config, budget_rollouts):
   stop = None
   if budget_rollouts:
     stop = lambda run: not whale.weight_step_fits(run, budget_rollouts)
-    per_step = run.loop.prompt_batch * run.loop.num_samples
-    fitting = int(whale.remaining_rollouts(run, budget_rollouts) // per_step)
-    total_steps = min(total_steps, run.state["phase_steps"] + fitting)  # what the bar shows
+    total_steps = min(total_steps, run.state["phase_steps"] +  # what the progress bar shows
+                      whale.weight_steps_that_fit(run, budget_rollouts))
   if whale.weight_step_fits(run, budget_rollouts):
     loop.weight_steps(run, loop.incumbent(run), total_steps, _step_fn(baseline_config),
                       label="weights", stop=stop)

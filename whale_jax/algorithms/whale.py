@@ -45,9 +45,15 @@ def remaining_rollouts(run, budget):
   return math.inf if not budget else budget - run.counts.training
 
 
+def weight_steps_that_fit(run, budget):
+  """How many more weight steps' rollouts (prompt batch x G each) fit in the budget."""
+  if not budget:
+    return math.inf
+  return remaining_rollouts(run, budget) // (run.loop.prompt_batch * run.loop.num_samples)
+
+
 def weight_step_fits(run, budget):
-  """Whether one more weight step's rollouts (prompt batch x G) fit in the budget."""
-  return remaining_rollouts(run, budget) >= run.loop.prompt_batch * run.loop.num_samples
+  return weight_steps_that_fit(run, budget) >= 1
 
 
 def search_budget(run, iterations, budget_rollouts):
@@ -99,8 +105,7 @@ def run_whale(run, whale_config):
                           label=f"cycle {state['cycle']} weights", stop=stop)
       out_of_budget = (state["weight_steps"] >= total_steps or
                        state["cycle"] + 1 >= whale_config.max_cycles or
-                       (remaining_rollouts(run, whale_config.budget_rollouts) <
-                        len(run.splits["harness"])))
+                       search_budget(run, 1, whale_config.budget_rollouts) < 1)
       if out_of_budget:
         state["done"] = True
         break

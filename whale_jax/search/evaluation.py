@@ -88,7 +88,8 @@ class Evaluation:
 
 def as_evaluation(result, instances, keys):
   """An Evaluation from what an evaluate function returned (an Evaluation, or a pair
-  (scores, trajectories), whose rollouts are taken to be one per instance)."""
+  (scores, trajectories), whose rollouts are taken to be one per instance
+  and whose generated tokens are counted from the trajectories)."""
   if isinstance(result, Evaluation):
     if list(result.task_ids) != [i.id for i in instances]:
       raise ValueError("The evaluate function returned results for tasks "
@@ -103,7 +104,8 @@ def as_evaluation(result, instances, keys):
                     f"a pair (scores, trajectories); got {type(result).__name__}.") from None
   return Evaluation(tuple(i.id for i in instances), tuple(keys),
                     tuple(float(s) for s in scores), tuple(trajectories),
-                    rollouts=len(instances))
+                    rollouts=len(instances),
+                    generated_tokens=sum(t.num_completion_tokens for t in trajectories))
 
 
 def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=1):

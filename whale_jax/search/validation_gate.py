@@ -32,7 +32,11 @@ class GateResult:
   candidate_evaluation: evaluation_lib.Evaluation
   rollouts: int
   log_row: dict
-  generated_tokens: int = 0
+
+  @property
+  def generated_tokens(self):
+    return (self.incumbent_evaluation.generated_tokens +
+            self.candidate_evaluation.generated_tokens)
 
 
 def task_ids_hash(task_ids):
@@ -68,8 +72,6 @@ def gate_candidate(incumbent, candidate, evaluate, instances, weights_id=None, s
   decision = gate.decide(incumbent_evaluation.score_by_task(),
                          candidate_evaluation.score_by_task(), rule=rule, **rule_options)
   rollouts = incumbent_evaluation.rollouts + candidate_evaluation.rollouts
-  generated_tokens = (incumbent_evaluation.generated_tokens +
-                      candidate_evaluation.generated_tokens)
   task_ids = [instance.id for instance in instances]
   row = {"incumbent": incumbent.hash, "candidate": candidate.hash, "weights_id": weights_id,
          "seed": seed, "num_tasks": len(task_ids), "task_ids_hash": task_ids_hash(task_ids),
@@ -78,5 +80,4 @@ def gate_candidate(incumbent, candidate, evaluate, instances, weights_id=None, s
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     with open(log_path, "a", encoding="utf-8") as file:
       file.write(json.dumps(row) + "\n")
-  return GateResult(decision, incumbent_evaluation, candidate_evaluation, rollouts, row,
-                    generated_tokens)
+  return GateResult(decision, incumbent_evaluation, candidate_evaluation, rollouts, row)
