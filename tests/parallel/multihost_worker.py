@@ -7,10 +7,14 @@ broadcasts host 0's text, takes one sharded RSFT train step of a tiny model on a
 (data=2, fsdp=2) mesh spanning all processes, and samples greedily from the updated weights
 for its share of the prompts (every host serves its own episodes with its own sampler).
 Results go to OUT_JSON; NUM_PROCESSES=1 gives the single-process reference. With EXTRA (a
-fingerprint text for the preflight check) only the preflight and broadcast run.
+fingerprint text for the preflight check) only the preflight and broadcast run. With EXTRA
+"recipe=WORKDIR" the process runs the tiny WHALE recipe (tests/algorithms/tiny.py) through
+experiment.run on a mesh over all processes' devices instead, and reports its summary and how
+many episodes this host ran.
 """
 import json
 import os
+import pathlib
 import sys
 
 NUM_DEVICES = 4
@@ -55,6 +59,10 @@ def main():
     result["preflight"] = "ok"
   except RuntimeError as error:
     result["preflight"] = str(error)
+  if extra.startswith("recipe="):
+    result.update(run_recipe(extra[len("recipe="):]))
+    _finish(result, out_path, num_processes)
+    return
   result["broadcast"] = distributed.broadcast_text(f"harness from host {jax.process_index()}")
   if extra:  # a preflight-only run
     _finish(result, out_path, num_processes)
@@ -88,6 +96,31 @@ def main():
   result["generated"] = {str(i): [int(t) for t in c.token_ids]
                          for i, c in zip(mine, completions)}
   _finish(result, out_path, num_processes)
+
+
+def run_recipe(workdir):
+  """The tiny WHALE recipe on a (data=2, fsdp=2) mesh; its summary and this host's episodes."""
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+  from tests.algorithms import tiny  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import hosts  # pylint: disable=g-import-not-at-top
+
+  local_episodes = []
+  build_run = experiment.build_run
+
+  def build_and_watch(*args, **kwargs):
+    run = build_run(*args, **kwargs)
+    local_episodes.append(run.runtime)
+    return run
+
+  experiment.build_run = build_and_watch
+  config = tiny.tiny_config("whale")
+  config.mesh = dict(data=2, fsdp=2)
+  summary = experiment.run(config, workdir, show_progress=False)
+  (runtime,) = local_episodes
+  sharded = isinstance(runtime, hosts.ShardedRuntime)
+  return {"summary": summary, "sharded": sharded,
+          "local_episodes": runtime.local_episodes if sharded else None}
 
 
 def _finish(result, out_path, num_processes):

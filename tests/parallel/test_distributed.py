@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 WORKER = pathlib.Path(__file__).with_name("multihost_worker.py")
 
@@ -57,3 +58,23 @@ def test_preflight_names_hosts_with_other_versions(tmp_path):
   results = run_processes(tmp_path, 2, extras=("config=a", "config=b"))
   for result in results:
     assert result["preflight"].startswith("Hosts [1] run different package versions")
+
+
+@pytest.mark.slow
+def test_two_processes_run_a_recipe_like_one(tmp_path):
+  """The tiny WHALE recipe on a mesh over two processes: each host runs about half of the
+  episodes, both hosts end with the same run, and it makes the choices one process makes."""
+  (single,) = run_processes(tmp_path, 1, extras=(f"recipe={tmp_path / 'one'}",))
+  first, second = run_processes(tmp_path, 2, extras=(f"recipe={tmp_path / 'two'}",) * 2)
+  assert not single["sharded"] and first["sharded"] and second["sharded"]
+  assert first["summary"] == second["summary"]
+  summary, reference = first["summary"], single["summary"]
+  counts = summary["counts"]
+  episodes = counts["weight"] + counts["harness"] + counts["evaluation"]
+  assert first["local_episodes"] + second["local_episodes"] == episodes
+  assert 0.4 * episodes <= first["local_episodes"] <= 0.6 * episodes
+  assert counts["weight"] > 0 and counts["harness"] > 0
+  for key in ("counts", "incumbent_hash", "weight_steps", "cycles", "training_rollouts"):
+    assert summary[key] == reference[key], key
+  np.testing.assert_allclose([value for _, value in summary["curve"]],
+                             [value for _, value in reference["curve"]], atol=1e-9)

@@ -27,6 +27,7 @@ import jax
 
 from whale_jax import tasks
 from whale_jax.algorithms import baselines
+from whale_jax.algorithms import hosts
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.sampling import Sampler
@@ -88,7 +89,7 @@ def load_run_tokenizer(name, model_dir):
   return load_tokenizer(model_dir)
 
 
-def build_proposer(search_section, policy, tokenizer, mesh):
+def build_proposer(search_section, policy, tokenizer):
   section = dict(search_section)
   kind = section.pop("proposer", "edit_library")
   seed = section.pop("seed", 0)
@@ -98,9 +99,11 @@ def build_proposer(search_section, policy, tokenizer, mesh):
   if kind == "in_process":
     backend, proposer_tokenizer = policy.sampler, tokenizer
     if section.get("model_path"):  # a proposer checkpoint different from the solver
-      model_config, params = hf.load_hf(section["model_path"], mesh=mesh)
+      # On a local mesh: on a multi-host run only host 0 proposes (algorithms/hosts.py).
+      local = policy.sampler_mesh
+      model_config, params = hf.load_hf(section["model_path"], mesh=local)
       proposer_tokenizer = load_tokenizer(section.get("tokenizer") or section["model_path"])
-      backend = Sampler(model_config, params, tokenizer=proposer_tokenizer, mesh=mesh)
+      backend = Sampler(model_config, params, tokenizer=proposer_tokenizer, mesh=local)
     return model_proposer.in_process_proposer(backend, proposer_tokenizer, sampling, seed=seed)
   if kind == "openai":
     return model_proposer.openai_proposer(section["base_url"], section["model"],
@@ -124,7 +127,9 @@ def build_run(config, workdir, show_progress=True):
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
                              policy_lib.PolicyConfig(**_section(config, "training")))
   runtime_options = {"allowed_imports": domain.allowed_imports, **_section(config, "runtime")}
-  runtime = HarnessRuntime(policy.sampler, tokenizer, **runtime_options)
+  runtime, proposer = hosts.for_processes(
+      HarnessRuntime(policy.sampler, tokenizer, **runtime_options),
+      build_proposer(_section(config, "search"), policy, tokenizer))
   sampling = SamplingParams(**_section(config, "sampling"))
   eval_sampling = sampling.replace(**_section(config, "eval_sampling"))
   loop_config = loop.LoopConfig(**_section(config, "loop"))
@@ -133,7 +138,7 @@ def build_run(config, workdir, show_progress=True):
   run = loop.Run(
       workdir=workdir, loop=loop_config, policy=policy, runtime=runtime, domain=domain,
       sampling=sampling, eval_sampling=eval_sampling,
-      proposer=build_proposer(_section(config, "search"), policy, tokenizer, mesh),
+      proposer=proposer,
       log=run_log.RunLog(workdir, enabled=is_writer), counts=run_log.RolloutCounts(),
       state=loop.fresh_state(domain.seed_harness), manager=manager, tokenizer=tokenizer,
       show_progress=show_progress)

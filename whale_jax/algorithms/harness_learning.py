@@ -360,7 +360,7 @@ def _evaluate(run, domain):
 
 
 def _directory(run, *parts):
-  return os.path.join(run.workdir, "harness_learning", *parts)
+  return os.path.join(run.host_dir, "harness_learning", *parts)
 
 
 def _notes(run):
@@ -618,8 +618,7 @@ def _run_phases(run, config, hl_config, proposer):
   while state["phase"] != "done":
     phase = state["phase"]
     if phase == "demonstrations":
-      teachers = [experiment.build_proposer(dict(section), run.policy, run.tokenizer,
-                                            run.policy.mesh)
+      teachers = [experiment.build_proposer(dict(section), run.policy, run.tokenizer)
                   for section in hl_config.teachers]
       collect_demonstrations(run, hl_config, proposer, teachers,
                              training_domains(run, config, hl_config.sft_domains))

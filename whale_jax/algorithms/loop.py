@@ -32,9 +32,11 @@ import os
 import time
 
 from absl import logging
+import jax
 import numpy as np
 import tqdm
 
+from whale_jax.algorithms import hosts
 from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
@@ -104,6 +106,14 @@ class Run:
   def splits(self):
     return self.domain.splits()
 
+  @property
+  def host_dir(self):
+    """Where this host keeps its harness archive and gate log: the workdir on host 0,
+    workdir/hosts/host_<i> on host i of a multi-host run (each host keeps its own copy, so
+    hosts sharing the workdir never write the same file; the copies agree by construction)."""
+    index = jax.process_index()
+    return self.workdir if index == 0 else os.path.join(self.workdir, "hosts", f"host_{index}")
+
 
 def fresh_state(seed_harness_source):
   """The loop state of a run that has not started."""
@@ -118,7 +128,9 @@ def incumbent(run):
 
 
 def set_incumbent(run, harness):
-  run.state["incumbent"] = harness.source
+  """Makes harness the incumbent; on a multi-host run, host 0's choice on every host."""
+  run.state["incumbent"] = (hosts.agree_on_harness(harness.source)
+                            if jax.process_count() > 1 else harness.source)
 
 
 # --- checkpoints -------------------------------------------------------------------------
@@ -141,7 +153,8 @@ def restore(run, abstract_state):
   run.policy.set_state(state)
   run.state = extra["loop"]
   run.counts = run_log.RolloutCounts.from_json(extra["counts"])
-  _truncate_metrics(run.workdir, run.state["metrics_rows"])
+  if run.log.enabled:  # host 0 writes the metrics
+    _truncate_metrics(run.workdir, run.state["metrics_rows"])
   logging.info("Resumed %s at cycle %d, phase %s, weight step %d, %d training rollouts.",
                run.workdir, run.state["cycle"], run.state["phase"], run.state["weight_steps"],
                run.counts.training)
@@ -287,7 +300,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
   """
   if not budget:
     budget = {"iterations": run.loop.search_iterations}
-  archive_dir = os.path.join(run.workdir, "archive", label)
+  archive_dir = os.path.join(run.host_dir, "archive", label)
   result = meta_harness.search(
       incoming, make_evaluate(run), run.proposer, archive_dir, domain=run.domain,
       instances=run.splits["harness"], weights_id=run.policy.weights_id,
@@ -307,7 +320,7 @@ def gate(run, current, candidate, label):
   result = validation_gate.gate_candidate(
       current, candidate, make_evaluate(run), run.splits["validation"],
       weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
-      log_path=os.path.join(run.workdir, "gate_decisions.jsonl"))
+      log_path=os.path.join(run.host_dir, "gate_decisions.jsonl"))
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   decision = result.decision
   run.state["gate_decisions"].append({"label": label, "accepted": decision.accepted,

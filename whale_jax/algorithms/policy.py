@@ -10,6 +10,12 @@ share one set of arrays, so a weight update costs no copy and no name mapping. T
 donates the old state, so training must not overlap generation from the same policy; the
 algorithms call train() only between rollouts.
 
+On a mesh that spans several hosts, each host samples its own share of the episodes
+(algorithms/hosts.py), so its sampler must not join collectives with the other hosts: it
+decodes on a mesh of its own devices (mesh.host_local_mesh) from a copy of the params gathered
+after every optimizer step (one all-gather of the weights per step; each host then holds the
+full weights once more, for decoding).
+
 Minibatches: samples are shuffled (seeded by the policy's seed and step) and cut into
 minibatches of samples_per_step samples, one optimizer step each (RSFT's "SFT minibatch";
 one pass over the samples = one SFT epoch). Each minibatch is packed into rows of row_length
@@ -20,8 +26,10 @@ import dataclasses
 import functools
 
 import jax
+from jax.experimental import multihost_utils
 import numpy as np
 
+from whale_jax.models import decoder
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
@@ -88,8 +96,10 @@ class Policy:
     self.grpo_config = grpo.GRPOConfig(**policy_config.grpo)
     self.state = train_state.create(model_config, params, self.optimizer, mesh,
                                     rules.TRAIN_RULES)
-    self.sampler = Sampler(model_config, self.state["params"], tokenizer=tokenizer, mesh=mesh,
-                           **policy_config.sampler)
+    self.sampler_mesh = (mesh_lib.host_local_mesh(mesh) if mesh_lib.spans_processes(mesh)
+                         else mesh)
+    self.sampler = Sampler(model_config, self._sampler_params(self.state["params"]),
+                           tokenizer=tokenizer, mesh=self.sampler_mesh, **policy_config.sampler)
     self._steps = {}
     self._row_multiple = (mesh_lib.axis_size(mesh, "batch", rules.TRAIN_RULES)
                           * policy_config.num_microbatches)
@@ -106,10 +116,20 @@ class Policy:
   def weights_id(self):
     return f"{self.name}@{self.num_updates}"
 
+  def _sampler_params(self, params):
+    """The params the sampler decodes with: params themselves on a single-host mesh, else
+    this host's full copy on its local mesh (every host must call this together)."""
+    if self.sampler_mesh is self.mesh:
+      return params
+    gathered = jax.tree.map(
+        lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True)), params)
+    return mesh_lib.place(gathered, decoder.logical_axes(self.model_config), self.sampler_mesh,
+                          rules.SAMPLE_RULES)
+
   def set_state(self, state):
     """Replaces the train state (e.g. after a restore) and points the sampler at it."""
     self.state = state
-    self.sampler.update_params(state["params"])
+    self.sampler.update_params(self._sampler_params(state["params"]))
 
   def _step(self, loss):
     if loss not in self._steps:
@@ -146,7 +166,7 @@ class Policy:
         if rows != batch["tokens"].shape[0]:
           batch, _ = packing.pack(chunk, self.config.row_length, num_rows=rows)
         self.state, metrics = step(self.state, batch)
-        self.sampler.update_params(self.state["params"])
+        self.sampler.update_params(self._sampler_params(self.state["params"]))
         history.append({name: float(value) for name, value in jax.device_get(metrics).items()})
     return history
 

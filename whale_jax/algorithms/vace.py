@@ -37,7 +37,7 @@ class VaceConfig:
 
 
 def _block_directory(run, cycle):
-  return os.path.join(run.workdir, "vace", f"cycle_{cycle:03d}")
+  return os.path.join(run.host_dir, "vace", f"cycle_{cycle:03d}")
 
 
 def _grpo_step_recording(run, harness):
@@ -99,7 +99,7 @@ def run_vace(run, vace_config):
       current = loop.incumbent(run)
       label = f"vace_cycle_{state['cycle']:03d}"
       candidate, _ = single_proposal.propose_one(
-          current, run.proposer, run.domain, os.path.join(run.workdir, "archive", label),
+          current, run.proposer, run.domain, os.path.join(run.host_dir, "archive", label),
           episodes=_block_episodes(run, state["cycle"]), iteration=state["cycle"] + 2)
       validation = None
       if candidate is not None and vace_config.gated:

@@ -7,7 +7,8 @@ WHALE_JAX_PROCESS_ID (launch/local.sh does).
 
 `preflight()` fails fast, with a sentence saying what to change, when hosts disagree: process
 count, devices versus the mesh, or package versions. `broadcast_text()` sends host 0's string
-(e.g. the accepted harness source) to every host.
+(e.g. the accepted harness source) to every host; `allgather_texts()` gives every host each
+host's string (e.g. the trajectories of its share of the episodes).
 """
 import hashlib
 import importlib.metadata
@@ -29,6 +30,8 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
   if process_id is None and "WHALE_JAX_PROCESS_ID" in os.environ:
     process_id = int(os.environ["WHALE_JAX_PROCESS_ID"])
   on_tpu_pod = "TPU_WORKER_HOSTNAMES" in os.environ or "MEGASCALE_COORDINATOR_ADDRESS" in os.environ
+  if jax.distributed.is_initialized():  # e.g. by the caller, before experiment.run
+    return jax.process_count()
   if coordinator_address is None and not on_tpu_pod:
     return 1  # a single process: nothing to coordinate
   if coordinator_address is not None and (num_processes is None or process_id is None):
@@ -102,3 +105,17 @@ def broadcast_text(text):
   padded = np.zeros(length, np.uint8)
   padded[:min(length, len(data))] = data[:length]
   return bytes(np.asarray(multihost_utils.broadcast_one_to_all(padded))).decode("utf-8")
+
+
+def allgather_texts(text):
+  """[text of host 0, text of host 1, ...] on every host (each host passes its own)."""
+  if jax.process_count() == 1:
+    return [text]
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  data = np.frombuffer(text.encode("utf-8"), np.uint8)
+  lengths = np.asarray(multihost_utils.process_allgather(
+      np.array([len(data)], np.int64))).reshape(-1)
+  padded = np.zeros(max(int(lengths.max()), 1), np.uint8)
+  padded[:len(data)] = data
+  rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(lengths), -1)
+  return [bytes(row[:length]).decode("utf-8") for row, length in zip(rows, lengths)]

@@ -59,6 +59,23 @@ def make_mesh(data=-1, fsdp=1, tensor=1, devices=None):
                        axis_types=(AxisType.Auto,) * len(AXIS_NAMES), devices=devices)
 
 
+def spans_processes(mesh):
+  """Whether mesh holds devices of more than one process (a multi-host mesh)."""
+  return mesh is not None and len({d.process_index for d in mesh.devices.flat}) > 1
+
+
+def host_local_mesh(mesh):
+  """A mesh over this process's devices with mesh's axes: what a host's sampler decodes on.
+
+  On a multi-host run each host samples its own episodes, so its sampler must not take part
+  in collectives with other hosts. The local mesh keeps mesh's tensor size when this host has
+  that many devices (else as many as divide the local count) and puts the rest on data.
+  """
+  local = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+  tensor = math.gcd(mesh.shape["tensor"], len(local))
+  return make_mesh(data=len(local) // tensor, fsdp=1, tensor=tensor, devices=local)
+
+
 def axis_size(mesh, logical_name, rules):
   """How many devices the logical axis is split over under rules (1 if replicated)."""
   target = rules.get(logical_name)

@@ -120,7 +120,7 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
                    out_shardings=(state_shardings, mesh_lib.replicated(mesh)),
                    donate_argnums=(0,) if donate else ())
 
-  multi_process = len({device.process_index for device in mesh.devices.flat}) > 1
+  multi_process = mesh_lib.spans_processes(mesh)
 
   def checked_step(state, batch):
     batch_size, _ = batch_lib.validate(batch)

@@ -1,0 +1,126 @@
+"""Host-side work on a multi-host run: each host runs its share of the episodes, host 0 proposes.
+
+Every process of a multi-host run executes the same loop. Weight steps are SPMD programs over
+the global mesh; the host-side work around them is split like this:
+
+  ShardedRuntime(runtime)     run_episodes(harness, episodes): this host runs episodes
+                              p, p + P, p + 2P, ... (p = its process index, P = processes);
+                              the trajectories of all hosts are gathered, so every host
+                              returns the whole list, in order. Training batches, search
+                              evaluations, gates and test evaluations all go through
+                              run_episodes: each host serves 1/P of every batch, and every host
+                              scores, trains on and decides from the same trajectories.
+  HostZeroProposer(proposer)  propose(context, n): host 0 asks the proposer (a model, an
+                              endpoint, the edit library) and its proposals are broadcast, so
+                              the hosts evaluate the same candidates.
+  agree_on_harness(source)    host 0's accepted harness, broadcast after every search and gate.
+
+Episode seeds depend only on (run seed, phase key, task, sample index), never on the host that
+runs an episode, so P hosts make the choices one host would (up to the float rounding of the
+sharded train step). A host whose loop has drifted from host 0's (other episodes, another
+harness) is caught at the next gather with an error instead of training on mixed batches.
+
+The workdir must be one directory all hosts see (as orbax's multi-host checkpoints need):
+resuming reads the archive and the loop state there.
+"""
+import hashlib
+import json
+
+import jax
+
+from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.parallel import distributed
+from whale_jax.search import proposal as proposal_lib
+
+
+def _episodes_digest(harness, episodes):
+  keys = [(episode.task_id, episode.episode_id, episode.sampling.seed) for episode in episodes]
+  text = json.dumps([harness.hash, keys])
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class ShardedRuntime:
+  """A HarnessRuntime whose run_episodes splits each batch over the hosts (module docstring).
+
+  Args:
+    runtime: this host's HarnessRuntime (its sandboxes, served by its own sampler).
+    process_index, process_count: this host and the number of hosts (default: jax's).
+    allgather: text -> [text of each host]; default distributed.allgather_texts.
+  """
+
+  def __init__(self, runtime, process_index=None, process_count=None, allgather=None):
+    self.runtime = runtime
+    self.process_index = jax.process_index() if process_index is None else process_index
+    self.process_count = jax.process_count() if process_count is None else process_count
+    self.allgather = allgather or distributed.allgather_texts
+    self.local_episodes = 0  # episodes this host ran
+
+  def run_episodes(self, harness, episodes):
+    episodes = list(episodes)
+    mine = episodes[self.process_index::self.process_count]
+    trajectories = self.runtime.run_episodes(harness, mine) if mine else []
+    self.local_episodes += len(mine)
+    payload = json.dumps({"digest": _episodes_digest(harness, episodes),
+                          "trajectories": [t.to_json() for t in trajectories]})
+    shares = [json.loads(text) for text in self.allgather(payload)]
+    drifted = [host for host, share in enumerate(shares)
+               if share["digest"] != shares[0]["digest"]]
+    if drifted:
+      raise RuntimeError(
+          f"Hosts {drifted} were asked to run other episodes (or another harness) than host 0 "
+          f"({len(episodes)} episodes here, harness {harness.hash}): the hosts' loops have "
+          "drifted apart. Check that every host runs the same config and code on the same "
+          "workdir.")
+    gathered = []
+    for index in range(len(episodes)):
+      share = shares[index % self.process_count]["trajectories"]
+      gathered.append(trajectory_lib.Trajectory.from_json(share[index // self.process_count]))
+    return gathered
+
+  def __getattr__(self, name):  # submit, close, worker_pids, ...: this host's runtime
+    return getattr(self.runtime, name)
+
+
+class HostZeroProposer:
+  """A proposer whose propose() runs on host 0 only; the other hosts receive its proposals.
+
+  If host 0's proposer raises, every host raises (RuntimeError on the others), so callers
+  that record a failed proposal do so on every host.
+  """
+
+  def __init__(self, proposer, process_index=None, broadcast=None):
+    self.proposer = proposer
+    self.process_index = jax.process_index() if process_index is None else process_index
+    self.broadcast = broadcast or distributed.broadcast_text
+
+  def propose(self, context, n):
+    error, proposals = None, []
+    if self.process_index == 0:
+      try:
+        proposals = list(self.proposer.propose(context, n))
+      except Exception as caught:  # pylint: disable=broad-except
+        error = caught
+    text = self.broadcast(json.dumps(
+        {"error": f"{type(error).__name__}: {error}" if error else "",
+         "proposals": [proposal.to_json() for proposal in proposals]}))
+    message = json.loads(text)
+    if error is not None:
+      raise error
+    if message["error"]:
+      raise RuntimeError(f"host 0's proposer raised {message['error']}")
+    return [proposal_lib.Proposal.from_json(data) for data in message["proposals"]]
+
+  def __getattr__(self, name):  # name, tokenizer, ...: the wrapped proposer's
+    return getattr(self.proposer, name)
+
+
+def agree_on_harness(source, broadcast=None):
+  """Host 0's harness source on every host (the same text, when the hosts agree)."""
+  return (broadcast or distributed.broadcast_text)(source)
+
+
+def for_processes(runtime, proposer):
+  """(runtime, proposer) as a multi-host run uses them; unchanged on a single host."""
+  if jax.process_count() == 1:
+    return runtime, proposer
+  return ShardedRuntime(runtime), HostZeroProposer(proposer)
