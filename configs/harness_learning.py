@@ -18,7 +18,7 @@ no SFT, GRPO on HotpotQA with proposer Qwen3-4B and solver Qwen3-8B; adaptation 
 round for 10 rounds, the best runnable kept; ~300 test problems. Question files and the
 retrieval server are the researcher's (see whale_jax/tasks/searchqa_domain.py).
 
-  python -m whale_jax.main --config=configs/harness_learning.py --workdir=gs://BUCKET/hl/maze
+  python -m whale_jax.main --config=configs/harness_learning.py --workdir=/mnt/whale/hl/maze
   python -m whale_jax.main --config=configs/harness_learning.py:sudoku --workdir=...  # held out
   python -m whale_jax.main --config=configs/harness_learning.py:qa --workdir=...
   python -m whale_jax.main --config=configs/harness_learning.py:smoke --workdir=/tmp/hl  # CPU

@@ -5,7 +5,7 @@ Paper settings (SPEC 1.4-1.6): G = 8 rollouts per prompt, keep reward > 0.5, lea
 (SearchQA, Qwen3.5-2B): training reward rises within the first cycle and the accepted harness
 changes in most harness phases.
 
-  python -m whale_jax.main --config=configs/whale.py:searchqa --workdir=gs://BUCKET/whale
+  python -m whale_jax.main --config=configs/whale.py:searchqa --workdir=/mnt/whale/run1
   python -m whale_jax.main --config=configs/whale.py:math,adaptive --workdir=...
   python -m whale_jax.main --config=configs/whale.py:smoke --workdir=/tmp/whale_smoke  # CPU
 """

@@ -2,7 +2,8 @@
 # Run whale_jax as N local processes (multi-host on one machine, CPU devices), each with
 # DEVICES_PER_PROCESS fake devices; logs go to launch_logs/process<i>.log.
 #
-#   NUM_PROCESSES=2 launch/local.sh --config=configs/demo.py:smoke --workdir=runs/two_hosts
+#   NUM_PROCESSES=2 launch/local.sh --config=configs/demo.py:smoke --config.mesh.data=-1 \
+#     --config.mesh.num_devices=0 --workdir=runs/two_hosts
 set -euo pipefail
 NUM_PROCESSES=${NUM_PROCESSES:-1}
 DEVICES_PER_PROCESS=${DEVICES_PER_PROCESS:-1}

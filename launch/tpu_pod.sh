@@ -6,9 +6,14 @@
 #   launch/tpu_pod.sh create            # create the slice, or reuse it if it exists
 #   launch/tpu_pod.sh copy              # rsync this checkout to ~/whale_jax on every worker
 #   launch/tpu_pod.sh install           # venv + pip install -e . on every worker
-#   launch/tpu_pod.sh run --config=configs/whale.py:searchqa --workdir=gs://BUCKET/run1
+#   launch/tpu_pod.sh mount             # the shared workdir: NFS=host:/share or BUCKET=name
+#   launch/tpu_pod.sh run --config=configs/whale.py:searchqa --workdir=/mnt/whale/run1
 #   launch/tpu_pod.sh logs              # fetch each worker's log into launch_logs/
 #   launch/tpu_pod.sh delete
+#
+# The workdir must be one directory every worker sees (checkpoints, the harness archive and
+# resuming need it): a Filestore/NFS share (NFS=10.0.0.2:/vol1) or a bucket through gcsfuse
+# (BUCKET=my-bucket), mounted at MOUNT (default /mnt/whale) on every worker.
 set -euo pipefail
 
 : "${TPU_NAME:?set TPU_NAME}" "${ZONE:?set ZONE}"
@@ -38,6 +43,15 @@ case "${1:-}" in
   install)
     ssh_all "cd ~/$REMOTE_DIR && python3 -m venv .venv && . .venv/bin/activate && \
       pip install -q -U pip && pip install -q -e . 'jax[tpu]' && python -c 'import jax; print(jax.devices())'" ;;
+  mount)
+    MOUNT=${MOUNT:-/mnt/whale}
+    if [[ -n "${NFS:-}" ]]; then
+      ssh_all "sudo mkdir -p $MOUNT && (mountpoint -q $MOUNT || sudo mount -t nfs -o rw,hard $NFS $MOUNT)"
+    else
+      : "${BUCKET:?set NFS=host:/share or BUCKET=bucket-name}"
+      ssh_all "mkdir -p $MOUNT 2>/dev/null || (sudo mkdir -p $MOUNT && sudo chown \$USER $MOUNT); \
+        mountpoint -q $MOUNT || gcsfuse --implicit-dirs --rename-dir-limit=1000000 $BUCKET $MOUNT"
+    fi ;;
   run)
     shift
     args=$(printf '%q ' "$@")
@@ -54,5 +68,5 @@ case "${1:-}" in
   delete)
     gcloud compute tpus tpu-vm delete "$TPU_NAME" --zone="$ZONE" $PROJECT_FLAG --quiet ;;
   *)
-    sed -n '2,12p' "$0"; exit 2 ;;
+    sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -97,3 +97,16 @@ def test_place_batch_splits_rows_over_data_and_fsdp():
   placed = mesh_lib.place_batch(batch, mesh, rules.TRAIN_RULES)
   assert placed["tokens"].sharding.spec == PartitionSpec(("data", "fsdp"), None)
   assert placed["tokens"].addressable_shards[0].data.shape == (2, 3)
+
+
+@pytest.mark.parametrize("sizes,local", [
+    (dict(data=2, fsdp=2, tensor=2), dict(data=4, fsdp=1, tensor=2)),
+    (dict(data=1, fsdp=8, tensor=1), dict(data=8, fsdp=1, tensor=1)),
+    (dict(data=1, fsdp=1, tensor=8), dict(data=1, fsdp=1, tensor=8)),
+])
+def test_host_local_mesh_keeps_tensor_and_puts_the_rest_on_data(sizes, local):
+  mesh = mesh_lib.make_mesh(**sizes)
+  assert not mesh_lib.spans_processes(mesh)  # one process here: every device is local
+  local_mesh = mesh_lib.host_local_mesh(mesh)
+  assert dict(local_mesh.shape) == local
+  assert {d.process_index for d in local_mesh.devices.flat} == {jax.process_index()}

@@ -118,6 +118,10 @@ def build_run(config, workdir, show_progress=True):
   """Builds (or, when workdir holds a checkpoint, restores) the Run of config."""
   mesh_section = _section(config, "mesh") or {"data": -1}
   num_devices = mesh_section.pop("num_devices", 0)  # 0 = all devices
+  if jax.process_count() > 1 and num_devices and num_devices != jax.device_count():
+    raise ValueError(f"config.mesh.num_devices={num_devices} on a run of "
+                     f"{jax.process_count()} processes: a multi-host mesh spans every host's "
+                     f"devices. Set config.mesh.num_devices=0 (all {jax.device_count()}).")
   mesh = mesh_lib.make_mesh(**mesh_section,
                             devices=jax.devices()[:num_devices] if num_devices else None)
   model_config, params, model_dir = load_model(_section(config, "model"), mesh)
@@ -194,6 +198,10 @@ def run_one(config, workdir, recipe, show_progress=True):
 
 def run(config, workdir, show_progress=True):
   """Runs config.recipe (or each of config.methods for "compare"); returns the summary."""
+  if "://" in str(workdir):
+    raise ValueError(f"workdir={workdir!r} is a URL, but the run directory is written with "
+                     "ordinary file calls. Mount the bucket or share on every host (e.g. "
+                     "launch/tpu_pod.sh mount) and pass the mounted path.")
   if distributed.initialize() > 1:  # hosts must agree on versions and config before compiling
     distributed.preflight(
         expected_processes=int(os.environ.get("WHALE_JAX_NUM_PROCESSES", jax.process_count())),
