@@ -4,6 +4,7 @@ import types
 import numpy as np
 import pytest
 
+from whale_jax.algorithms import experiment
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import rollouts
 from whale_jax.algorithms import samples
@@ -106,3 +107,17 @@ def test_adaptive_weight_phase_stops_after_patience_without_a_new_window_best(re
   run = _fake_run(10)
   run.state["phase_rewards"] = rewards
   assert whale.adaptive_stop(run, window=2, patience=patience) == stop
+
+
+def test_comparison_table_reports_paired_differences():
+  def summary(final, per_task):
+    return {"counts": {"weight": 4, "harness": 2, "evaluation": 6}, "final_test_mean": final,
+            "best_test_mean": final, "training_rollouts": 6, "final_per_task": per_task}
+
+  # Per-question differences whale - other: 0.5, 0.0, 1.0, -0.5 (q5 only in one run).
+  whale = summary(0.625, {"q1": 1.0, "q2": 0.5, "q3": 1.0, "q4": 0.0, "q5": 1.0})
+  other = summary(0.375, {"q1": 0.5, "q2": 0.5, "q3": 0.0, "q4": 0.5})
+  table = experiment.comparison_table({"whale": whale, "harness_only": other})
+  assert "| whale | 0.625 | 0.625 | 6 | 4 | 2 | 6 |" in table
+  # mean 0.25; sample std of (0.5, 0, 1, -0.5) = 0.6455; / sqrt(4) = 0.3227
+  assert "whale - harness_only: +25.0 points (paired standard error 32.3 over 4 test " in table

@@ -24,6 +24,7 @@ import os
 
 from absl import logging
 import jax
+import numpy as np
 
 from whale_jax import tasks
 from whale_jax.algorithms import baselines
@@ -227,8 +228,20 @@ def run(config, workdir, show_progress=True):
   return {"methods": summaries, "table": table}
 
 
+def paired_difference(per_task, other_per_task):
+  """(mean, standard error, n) of per-question differences of final test means, over the
+  questions both evaluated (the same questions and episode seeds: a paired comparison)."""
+  shared = sorted(set(per_task) & set(other_per_task))
+  if not shared:
+    return None
+  differences = np.array([per_task[t] - other_per_task[t] for t in shared], np.float64)
+  error = differences.std(ddof=1) / np.sqrt(len(shared)) if len(shared) > 1 else float("nan")
+  return float(differences.mean()), float(error), len(shared)
+
+
 def comparison_table(summaries):
-  """A markdown table: test mean@k (final and best) and rollouts per method."""
+  """A markdown table: test mean@k (final and best) and rollouts per method; then the first
+  method's paired difference in final test mean@k from each other method."""
   lines = ["| method | final test mean@k | best test mean@k | training rollouts | "
            "weight | harness | evaluation |", "|---|---|---|---|---|---|---|"]
   for method, summary in summaries.items():
@@ -237,4 +250,12 @@ def comparison_table(summaries):
     best = summary["best_test_mean"]
     lines.append(f"| {method} | {final:.3f} | {best:.3f} | {summary['training_rollouts']} | "
                  f"{counts['weight']} | {counts['harness']} | {counts['evaluation']} |")
+  first, *others = summaries
+  for other in others:
+    paired = paired_difference(summaries[first].get("final_per_task", {}),
+                               summaries[other].get("final_per_task", {}))
+    if paired is not None:
+      mean, error, count = paired
+      lines.append(f"\n{first} - {other}: {100 * mean:+.1f} points (paired standard error "
+                   f"{100 * error:.1f} over {count} test questions)")
   return "\n".join(lines)

@@ -395,4 +395,5 @@ def summary(run, recipe):
           "best_at_rollouts": best["rollouts"] if best else None,
           "incumbent_hash": incumbent(run).hash,
           "curve": [(r["rollouts"], r["test_mean"]) for r in run.state["evaluations"]],
+          "final_per_task": final["per_task"] if final else {},
           "gate_decisions": run.state["gate_decisions"]}
