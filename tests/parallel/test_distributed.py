@@ -19,7 +19,7 @@ def _free_port():
     return s.getsockname()[1]
 
 
-def run_processes(tmp_path, num_processes, extras=None):
+def run_processes(tmp_path, num_processes, extras=None, timeout=300):
   port = _free_port()
   env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
   procs, outputs = [], []
@@ -30,7 +30,12 @@ def run_processes(tmp_path, num_processes, extras=None):
     procs.append(subprocess.Popen(
         [sys.executable, str(WORKER), str(port), str(process_id), str(num_processes), str(out),
          extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-  logs = [p.communicate(timeout=300)[0].decode(errors="replace") for p in procs]
+  try:
+    logs = [p.communicate(timeout=timeout)[0].decode(errors="replace") for p in procs]
+  finally:
+    for p in procs:  # a process still running here timed out: do not leave it behind
+      if p.poll() is None:
+        p.kill()
   for p, log in zip(procs, logs):
     assert p.returncode == 0, log[-3000:]
   return [json.loads(out.read_text()) for out in outputs]
@@ -64,8 +69,9 @@ def test_preflight_names_hosts_with_other_versions(tmp_path):
 def test_two_processes_run_a_recipe_like_one(tmp_path):
   """The tiny WHALE recipe on a mesh over two processes: each host runs about half of the
   episodes, both hosts end with the same run, and it makes the choices one process makes."""
-  (single,) = run_processes(tmp_path, 1, extras=(f"recipe={tmp_path / 'one'}",))
-  first, second = run_processes(tmp_path, 2, extras=(f"recipe={tmp_path / 'two'}",) * 2)
+  (single,) = run_processes(tmp_path, 1, extras=(f"recipe={tmp_path / 'one'}",), timeout=1200)
+  first, second = run_processes(tmp_path, 2, extras=(f"recipe={tmp_path / 'two'}",) * 2,
+                                timeout=1200)
   assert not single["sharded"] and first["sharded"] and second["sharded"]
   assert first["summary"] == second["summary"]
   summary, reference = first["summary"], single["summary"]
