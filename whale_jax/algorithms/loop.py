@@ -129,8 +129,7 @@ def incumbent(run):
 
 def set_incumbent(run, harness):
   """Makes harness the incumbent; on a multi-host run, host 0's choice on every host."""
-  run.state["incumbent"] = (hosts.agree_on_harness(harness.source)
-                            if jax.process_count() > 1 else harness.source)
+  run.state["incumbent"] = hosts.agree_on_harness(harness.source)
 
 
 # --- checkpoints -------------------------------------------------------------------------

@@ -5,7 +5,7 @@
   metrics = policy.train(samples, "rsft")              # or "grpo"
   policy.weights_id                     # "solver@<number of optimizer steps>"
 
-After every optimizer step the sampler is pointed at the new params tree: trainer and sampler
+After train() the sampler is pointed at the new params tree: trainer and sampler
 share one set of arrays, so a weight update costs no copy and no name mapping. The train step
 donates the old state, so training must not overlap generation from the same policy; the
 algorithms call train() only between rollouts.
@@ -13,8 +13,8 @@ algorithms call train() only between rollouts.
 On a mesh that spans several hosts, each host samples its own share of the episodes
 (algorithms/hosts.py), so its sampler must not join collectives with the other hosts: it
 decodes on a mesh of its own devices (mesh.host_local_mesh) from a copy of the params gathered
-after every optimizer step (one all-gather of the weights per step; each host then holds the
-full weights once more, for decoding).
+at the end of train() (one all-gather of the weights per call; each host then holds the full
+weights once more, for decoding).
 
 Minibatches: samples are shuffled (seeded by the policy's seed and step) and cut into
 minibatches of samples_per_step samples, one optimizer step each (RSFT's "SFT minibatch";
@@ -156,6 +156,13 @@ class Policy:
       return []
     step = self._step(loss)
     history = []
+    try:
+      self._train_epochs(step, samples, epochs, history)
+    finally:  # once per call: on a multi-host mesh this gathers the weights
+      self.sampler.update_params(self._sampler_params(self.state["params"]))
+    return history
+
+  def _train_epochs(self, step, samples, epochs, history):
     for epoch in range(epochs):
       rng = np.random.default_rng((self.config.seed, self.num_updates, epoch))
       order = rng.permutation(len(samples))
@@ -166,9 +173,7 @@ class Policy:
         if rows != batch["tokens"].shape[0]:
           batch, _ = packing.pack(chunk, self.config.row_length, num_rows=rows)
         self.state, metrics = step(self.state, batch)
-        self.sampler.update_params(self._sampler_params(self.state["params"]))
         history.append({name: float(value) for name, value in jax.device_get(metrics).items()})
-    return history
 
   def close(self):
     self.sampler.close()

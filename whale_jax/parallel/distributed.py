@@ -97,14 +97,7 @@ def preflight(mesh_shape=None, expected_processes=None, extra_fingerprint=""):
 
 def broadcast_text(text):
   """Host 0's text on every host (each host passes its own; only host 0's is kept)."""
-  if jax.process_count() == 1:
-    return text
-  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-  data = np.frombuffer((text or "").encode("utf-8"), np.uint8)
-  length = int(multihost_utils.broadcast_one_to_all(np.array(len(data), np.int64)))
-  padded = np.zeros(length, np.uint8)
-  padded[:min(length, len(data))] = data[:length]
-  return bytes(np.asarray(multihost_utils.broadcast_one_to_all(padded))).decode("utf-8")
+  return allgather_texts(text or "")[0]
 
 
 def allgather_texts(text):
