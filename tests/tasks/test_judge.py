@@ -1,8 +1,14 @@
 """The LLM judge: prompt, reply parsing, retries, timeouts and the exact-match fallback."""
 import concurrent.futures
+import http.server
+import json
+import socket
+import threading
+import time
 
 import pytest
 
+from whale_jax.sampling import openai_client
 from whale_jax.sampling.api import Completion
 from whale_jax.tasks import judge
 from whale_jax.tokenization import load_tokenizer
@@ -120,3 +126,76 @@ def test_client_completer_asks_greedily():
   messages, sampling = client.calls[0]
   assert sampling == {"temperature": 0.0, "max_tokens": 256}
   assert messages[0]["content"] == judge.judge_prompt(QUESTION, GOLD, "Shakespeare")
+
+
+class JudgeEndpoint:
+  """A real HTTP chat-completions server on 127.0.0.1: replies from a script of
+  (status, reply text) pairs; records each request body."""
+
+  def __init__(self, script):
+    self.script, self.bodies = list(script), []
+    endpoint = self
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+
+      def do_POST(self):  # pylint: disable=invalid-name
+        endpoint.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        status, text = endpoint.script.pop(0)
+        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": text},
+                                        "finish_reason": "stop"}]}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+      def log_message(self, *args):
+        pass
+
+    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+  def close(self):
+    self.server.shutdown()
+    self.server.server_close()
+
+
+def test_openai_judge_sends_the_paper_prompt_greedily_and_parses_the_verdict():
+  endpoint = JudgeEndpoint([(200, "INCORRECT"), (503, ""), (200, "**CORRECT**")])
+  try:
+    llm_judge = judge.openai_judge(endpoint.url, "judge", backoff_seconds=0.0)
+    first = llm_judge(QUESTION, GOLD, "Shakespeare")
+    second = llm_judge(QUESTION, GOLD, "the Bard")  # a 503, retried by the client
+  finally:
+    endpoint.close()
+  assert (first.score, first.source) == (0.0, "judge")
+  assert (second.score, second.source, second.attempts) == (1.0, "judge", 1)
+  body = endpoint.bodies[0]
+  assert body["model"] == "judge" and body["temperature"] == 0.0 and body["max_tokens"] == 256
+  assert body["messages"] == [{"role": "user",
+                               "content": judge.judge_prompt(QUESTION, GOLD, "Shakespeare")}]
+
+
+def test_openai_judge_with_the_endpoint_down_stops_instead_of_exact_match():
+  with socket.socket() as sock:
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+  llm_judge = judge.openai_judge(f"http://127.0.0.1:{port}/v1", "judge", max_retries=0,
+                                 max_consecutive_failures=3, backoff_seconds=0.0)
+  started = time.perf_counter()
+  with pytest.raises(openai_client.EndpointUnavailable, match=f"127.0.0.1:{port}.*refused"):
+    llm_judge(QUESTION, GOLD, "shakespeare")  # exact match would have scored 1
+  assert time.perf_counter() - started < 5
+
+
+def test_one_failed_call_falls_back_per_verdict_and_is_not_remembered():
+  endpoint = JudgeEndpoint([(200, "maybe"), (200, "unsure"), (200, "hmm"), (200, "INCORRECT")])
+  try:
+    llm_judge = judge.openai_judge(endpoint.url, "judge", backoff_seconds=0.0)
+    fallback = llm_judge(QUESTION, GOLD, "shakespeare")
+    again = llm_judge(QUESTION, GOLD, "shakespeare")  # asked again, not a cached fallback
+  finally:
+    endpoint.close()
+  assert (fallback.score, fallback.source, fallback.attempts) == (1.0, "exact_match_fallback", 3)
+  assert (again.score, again.source) == (0.0, "judge")
+  assert len(endpoint.bodies) == 4

@@ -1,19 +1,34 @@
-"""A client for any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, hosted APIs).
+"""A client for any OpenAI-compatible chat-completions endpoint (whale_jax.serve, vLLM, hosted).
 
-  client = OpenAICompatibleClient("http://localhost:8000/v1", model="Qwen/Qwen3-8B",
-                                  api_key_env="OPENAI_API_KEY")
+  client = OpenAICompatibleClient("http://127.0.0.1:8000/v1", model="judge", api_key_env=None,
+                                  timeout_seconds=60, max_retries=4, max_consecutive_failures=3)
   reply = client.chat([{"role": "user", "content": "hi"}], temperature=0.0, max_tokens=64)
-  reply.text, reply.prompt_tokens, reply.completion_tokens
+  reply.text, reply.prompt_tokens, reply.completion_tokens, reply.finish_reason
 
 Used where whale_jax talks to a model outside the process: harness proposers and LLM judges.
-Rate limits (HTTP 429, honouring Retry-After), server errors (5xx), timeouts, dropped
-connections and malformed replies are retried with exponential backoff; after max_retries the
-last failure is raised as ChatError. Client errors (other 4xx) are raised at once.
+
+Failures, in two levels:
+  - One call: transient failures (connection refused or reset, HTTP 429 honouring Retry-After,
+    5xx, a timeout, a reply that is not a chat completion) are retried with exponential
+    backoff (initial_backoff_seconds, doubling, at most max_backoff_seconds), max_retries
+    times. Other 4xx answers are not retried. When the call still has no reply it raises
+    ChatError: the caller records that call as failed (a proposer's rejected proposal, a
+    judge's fallback) and goes on.
+  - The endpoint: after max_consecutive_failures failed calls in a row (any thread; a success
+    resets the count) the failing call raises EndpointUnavailable instead, naming the
+    endpoint, the last failure and how to resume. It is not a ChatError, so code that records
+    ChatErrors lets it through and the run stops.
+Nothing is cached: every call goes to the endpoint.
+
+timeout_seconds bounds each socket operation (connecting, and each read of the reply), not
+the whole call; a server that accepts and then says nothing fails the attempt after it.
 """
 import dataclasses
+import http.client
 import json
 import os
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +37,27 @@ SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop"
 
 
 class ChatError(RuntimeError):
-  """The endpoint did not produce a usable reply."""
+  """One call got no usable reply (after its retries); the caller records it as failed."""
+
+
+class EndpointUnavailable(RuntimeError):
+  """The endpoint failed max_consecutive_failures calls in a row: stop the run.
+
+  Attributes:
+    url: the endpoint's URL.
+    consecutive_failures: failed calls in a row.
+    last_error: the last call's failure (str).
+  """
+
+  def __init__(self, url, consecutive_failures, last_error, attempts_per_call):
+    self.url, self.consecutive_failures = url, consecutive_failures
+    self.last_error = last_error
+    super().__init__(
+        f"The endpoint {url} failed {consecutive_failures} calls in a row, each tried "
+        f"{attempts_per_call} times; the last failure: {last_error}. Start or fix the server "
+        "(e.g. `python -m whale_jax.serve --model=... --port=...` and check its base_url and "
+        "model name), then rerun the same command with the same --workdir: the run resumes "
+        "from its last checkpoint and retries the calls that failed.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,14 +70,42 @@ class ChatReply:
 
 
 class OpenAICompatibleClient:
-  """POSTs to {base_url}/chat/completions with retries; thread-safe (no shared state)."""
+  """POSTs to {base_url}/chat/completions with retries; thread-safe.
+
+  Args:
+    base_url: the endpoint's API root, e.g. "http://127.0.0.1:8000/v1".
+    model: the "model" field of each request.
+    api_key_env: environment variable holding the API key (sent as a Bearer token), or None
+      for an endpoint without a key (e.g. whale_jax.serve).
+    timeout_seconds: limit on connecting and on each read of a reply.
+    max_retries: retries of one call after its first attempt (transient failures only).
+    initial_backoff_seconds, max_backoff_seconds: wait before the first retry; the wait
+      doubles after each retry, capped at the maximum (Retry-After too).
+    max_consecutive_failures: failed calls in a row after which a call raises
+      EndpointUnavailable (module docstring).
+    extra_body: fields added to every request body.
+    sleep: the wait function (tests pass a recorder).
+  """
 
   def __init__(self, base_url, model, api_key_env="OPENAI_API_KEY", timeout_seconds=600.0,
                max_retries=4, initial_backoff_seconds=1.0, max_backoff_seconds=60.0,
-               extra_body=None, sleep=time.sleep):
-    if not base_url.startswith(("http://", "https://")):
+               max_consecutive_failures=3, extra_body=None, sleep=time.sleep):
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
       raise ValueError(f"base_url={base_url!r} must start with http:// or https:// "
-                       "(e.g. http://localhost:8000/v1).")
+                       "(e.g. http://127.0.0.1:8000/v1).")
+    if not isinstance(model, str) or not model:
+      raise ValueError(f"model={model!r} must be the non-empty model name the endpoint serves "
+                       "(GET {base_url}/models lists them).")
+    for name, value, minimum in (("timeout_seconds", timeout_seconds, 0),
+                                 ("initial_backoff_seconds", initial_backoff_seconds, 0),
+                                 ("max_backoff_seconds", max_backoff_seconds, 0)):
+      if not isinstance(value, (int, float)) or value < minimum or (
+          name == "timeout_seconds" and value == 0):
+        raise ValueError(f"{name}={value!r} must be a number > 0 (>= 0 for backoffs).")
+    for name, value, minimum in (("max_retries", max_retries, 0),
+                                 ("max_consecutive_failures", max_consecutive_failures, 1)):
+      if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name}={value!r} must be an int >= {minimum}.")
     self.url = base_url.rstrip("/") + "/chat/completions"
     self.model = model
     self.api_key = None
@@ -55,8 +118,12 @@ class OpenAICompatibleClient:
     self.max_retries = max_retries
     self.initial_backoff_seconds = initial_backoff_seconds
     self.max_backoff_seconds = max_backoff_seconds
+    self.max_consecutive_failures = max_consecutive_failures
     self.extra_body = dict(extra_body or {})
     self._sleep = sleep
+    self._lock = threading.Lock()
+    self.consecutive_failures = 0
+    self.num_calls = self.num_failed_calls = self.num_attempts = 0
 
   def _request(self, body):
     headers = {"Content-Type": "application/json"}
@@ -75,16 +142,44 @@ class OpenAICompatibleClient:
       text = choice["message"]["content"]
       if not isinstance(text, str):
         raise TypeError(f"message content is {type(text).__name__}")
-    except (ValueError, KeyError, IndexError, TypeError) as error:
+      usage = reply.get("usage") or {}
+      prompt_tokens = int(usage.get("prompt_tokens") or 0)
+      completion_tokens = int(usage.get("completion_tokens") or 0)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
       excerpt = payload[:200].decode("utf-8", errors="replace")
       raise ChatError(f"Malformed chat-completions reply ({error}): {excerpt!r}") from None
-    usage = reply.get("usage") or {}
-    return ChatReply(text=text, prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                     completion_tokens=int(usage.get("completion_tokens", 0)),
+    return ChatReply(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                      finish_reason=str(choice.get("finish_reason") or ""), raw=reply)
 
+  def _attempt(self, body):
+    """(reply, None), or (None, (error message, retryable, wait override or None))."""
+    try:
+      return self._parse(self._request(body)), None
+    except urllib.error.HTTPError as error:
+      detail = error.read()[:300].decode("utf-8", errors="replace")
+      retryable = error.code == 429 or error.code >= 500
+      wait = None
+      retry_after = error.headers.get("Retry-After") if error.headers else None
+      if retryable and retry_after:
+        try:
+          wait = min(max(float(retry_after), 0.0), self.max_backoff_seconds)
+        except ValueError:
+          pass
+      return None, (f"HTTP {error.code}: {detail}", retryable, wait)
+    except urllib.error.URLError as error:
+      reason = error.reason
+      kind = "timed out" if isinstance(reason, (socket.timeout, TimeoutError)) else "unreachable"
+      return None, (f"{kind} ({reason})", True, None)
+    except (socket.timeout, TimeoutError) as error:
+      return None, (f"timed out after {self.timeout_seconds} s ({error or 'no reply'})", True,
+                    None)
+    except (ConnectionError, http.client.HTTPException, OSError) as error:
+      return None, (f"connection failed ({type(error).__name__}: {error})", True, None)
+    except ChatError as error:
+      return None, (str(error), True, None)
+
   def chat(self, messages, **sampling) -> ChatReply:
-    """One chat completion. sampling: any of SAMPLING_FIELDS."""
+    """One chat completion. sampling: any of SAMPLING_FIELDS (None values are left out)."""
     unknown = set(sampling) - set(SAMPLING_FIELDS)
     if unknown:
       raise TypeError(f"chat() got unknown sampling arguments {sorted(unknown)}; allowed: "
@@ -94,27 +189,27 @@ class OpenAICompatibleClient:
                if v is not None}}
     if body.get("top_k") == 0:
       body.pop("top_k")
-    backoff, last_error = self.initial_backoff_seconds, None
+    backoff, failure = self.initial_backoff_seconds, None
     for attempt in range(self.max_retries + 1):
-      wait = backoff
-      try:
-        return self._parse(self._request(body))
-      except urllib.error.HTTPError as error:
-        if error.code != 429 and error.code < 500:
-          detail = error.read()[:300].decode("utf-8", errors="replace")
-          raise ChatError(f"{self.url} answered HTTP {error.code}: {detail}") from None
-        last_error = ChatError(f"{self.url} answered HTTP {error.code}")
-        retry_after = error.headers.get("Retry-After") if error.headers else None
-        if retry_after:
-          try:
-            wait = min(float(retry_after), self.max_backoff_seconds)
-          except ValueError:
-            pass
-      except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as error:
-        last_error = ChatError(f"{self.url} unreachable or timed out: {error}")
-      except ChatError as error:
-        last_error = error
-      if attempt < self.max_retries:
-        self._sleep(wait)
-        backoff = min(backoff * 2, self.max_backoff_seconds)
-    raise last_error
+      with self._lock:
+        self.num_attempts += 1
+      reply, failure = self._attempt(body)
+      if reply is not None:
+        with self._lock:
+          self.num_calls += 1
+          self.consecutive_failures = 0
+        return reply
+      message, retryable, wait = failure
+      if not retryable or attempt == self.max_retries:
+        break
+      self._sleep(backoff if wait is None else wait)
+      backoff = min(backoff * 2, self.max_backoff_seconds)
+    with self._lock:
+      self.num_calls += 1
+      self.num_failed_calls += 1
+      self.consecutive_failures += 1
+      consecutive = self.consecutive_failures
+    message = f"{self.url} {failure[0]}"
+    if consecutive >= self.max_consecutive_failures:
+      raise EndpointUnavailable(self.url, consecutive, message, attempt + 1)
+    raise ChatError(message)

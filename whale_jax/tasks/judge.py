@@ -9,6 +9,15 @@ fails the verdict falls back to normalized exact match.
 The judge is served by anything that turns a prompt into a reply (`complete(prompt) -> str`):
 `backend_completer` wraps any whale_jax LLMBackend (the in-process sampler), and
 `client_completer` an OpenAI-compatible endpoint (whale_jax.sampling.openai_client).
+`openai_judge(base_url, model)` builds the whole judge over an endpoint (e.g. a
+`python -m whale_jax.serve` process):
+
+  llm_judge = judge.openai_judge("http://127.0.0.1:8001/v1", model="judge", api_key_env=None)
+  verdict = llm_judge(question, golden_answers, prediction)   # Verdict(score, source, ...)
+
+An endpoint that is down does not degrade into exact match for the rest of the run: the
+client raises openai_client.EndpointUnavailable after max_consecutive_failures failed calls in
+a row, and the judge lets it through, so the run stops with that error.
 
 Departure from WHALE: reference answers are joined with " | " in the {gold} slot (the exact
 joining in WHALE's judge file is not known).
@@ -17,6 +26,7 @@ import dataclasses
 import re
 import time
 
+from whale_jax.sampling import openai_client
 from whale_jax.sampling.api import SamplingParams
 from whale_jax.tasks import qa_answers
 
@@ -120,7 +130,9 @@ class LLMJudge:
         time.sleep(self.backoff_seconds * 2**(attempt - 1))
       try:
         reply = self.complete(prompt)
-      except Exception as error:  # a judge outage must not fail the episode
+      except openai_client.EndpointUnavailable:
+        raise  # the endpoint is down: stop the run rather than score by exact match
+      except Exception as error:  # pylint: disable=broad-except  # one failed call
         errors.append(f"{type(error).__name__}: {error}")
         continue
       decision = parse_judge_reply(reply)
@@ -156,3 +168,25 @@ def client_completer(client, max_tokens=JUDGE_SAMPLING.max_tokens):
     return client.chat([{"role": "user", "content": prompt}], temperature=0.0,
                        max_tokens=max_tokens).text
   return complete
+
+
+def openai_judge(base_url, model, api_key_env=None, timeout_seconds=60.0, max_retries=3,
+                 max_consecutive_failures=3, max_attempts=3, backoff_seconds=1.0,
+                 max_tokens=JUDGE_SAMPLING.max_tokens):
+  """An LLMJudge over an OpenAI-compatible endpoint (JUDGE_PROMPT, temperature 0).
+
+  Args:
+    base_url: the endpoint's API root, e.g. "http://127.0.0.1:8001/v1".
+    model: the model name the endpoint serves.
+    api_key_env: environment variable with the API key; None for a keyless local server.
+    timeout_seconds, max_retries, max_consecutive_failures: the client's (transport retries of
+      one call, and failed calls in a row before EndpointUnavailable stops the run).
+    max_attempts, backoff_seconds: the judge's (calls per verdict before the exact-match
+      fallback; a malformed reply or a failed call uses one).
+    max_tokens: the judge's reply budget (WHALE: 256).
+  """
+  client = openai_client.OpenAICompatibleClient(
+      base_url, model, api_key_env=api_key_env, timeout_seconds=timeout_seconds,
+      max_retries=max_retries, max_consecutive_failures=max_consecutive_failures)
+  return LLMJudge(client_completer(client, max_tokens=max_tokens), max_attempts=max_attempts,
+                  backoff_seconds=backoff_seconds)
