@@ -1,12 +1,21 @@
-"""GRPO: group-relative advantages and the clipped policy-gradient loss.
+"""GRPO: the clipped policy-gradient loss against the sampling policy, with a reference KL.
 
 Shape letters: B rows, T row length, P prompts, G samples per prompt (the group), S segments.
 
-Per loss token t (loss_mask 1) with r_t = exp(logp_t - old_t) and advantage A:
-  policy_t = -w_t * min(r_t * A, clip(r_t, 1 - clip_epsilon, 1 + clip_epsilon_high) * A)
-  loss_t   = policy_t + kl_weight * (exp(ref_t - logp_t) - (ref_t - logp_t) - 1)    # k3 KL
-old_t is batch["old_logprobs"] when given, else the current logprobs with the gradient
-stopped: one update per batch, taken at the weights that sampled it (r_t = 1, gradient A).
+Per loss token t (loss_mask 1) with advantage A, log-ratio
+l_t = clamp(logp_t - old_t, -log_ratio_clamp, log_ratio_clamp) and r_t = exp(l_t):
+  objective_t = min(r_t A, clip(r_t, 1 - clip_epsilon, 1 + clip_epsilon_high) A)
+  dual clip (dual_clip_ratio = c, only where A < 0): objective_t = max(objective_t, c A)
+  policy_t    = -w_t * objective_t
+  loss_t      = policy_t + kl_weight * k(reference_t, logp_t)
+old_t is batch["old_logprobs"], the log-probabilities of the weights that sampled the batch
+(grpo_update.py recomputes them, or takes the sampler's, before the first update of a batch);
+without it the current weights are taken to be those weights (r_t = 1, gradient A): right only
+for a single update per batch.
+
+KL to the frozen reference, x_t = clamp(reference_t - logp_t, -log_ratio_clamp, ...):
+  "k1"  -x_t          "k2"  x_t^2 / 2          "k3"  exp(x_t) - x_t - 1   (default, as GRPO)
+It is reported as kl_to_reference whenever batch["reference_logprobs"] is given.
 
 w_t corrects for the sampler not being the trainer (different kernels, dtypes): with
 rho_t = exp(old_t - sampler_t),
@@ -16,6 +25,10 @@ rho_t = exp(old_t - sampler_t),
                     [1 / importance_sampling_cap, importance_sampling_cap], else 0
 w is a constant (no gradient flows through it).
 
+Clip metrics (fractions of loss tokens): clip_fraction_high (A > 0, r > 1 + clip_epsilon_high),
+clip_fraction_low (A < 0, r < 1 - clip_epsilon), clip_fraction = their sum, and
+clip_fraction_dual (A < 0, r > c). Each is a token where the gradient is cut.
+
 Aggregation (a sequence is one packed segment with at least one loss token):
   "token_mean"                sum_t loss_t / number of loss tokens in the global batch
   "sequence_mean_token_mean"  mean over sequences of (mean of loss_t over the sequence)
@@ -24,9 +37,9 @@ Aggregation (a sequence is one packed segment with at least one loss token):
 Every normalizer is a sum over rows, so micro-batching gives the same loss (see rsft.py for
 the loss contract shared with the train step).
 
-Departures from the papers: advantages use the sample standard deviation (ddof = 1) as in
-the reference GRPO implementations; "sequence_mask" uses the geometric mean of the token
-ratios rather than their product, so its threshold does not depend on sequence length.
+Departures from the papers: advantages (advantages.py) use the sample standard deviation
+(ddof = 1) as verl and TRL do; "sequence_mask" uses the geometric mean of the token ratios
+rather than their product, so its threshold does not depend on sequence length.
 """
 import dataclasses
 import math
@@ -34,22 +47,40 @@ import math
 import jax
 import jax.numpy as jnp
 
+from whale_jax.train import advantages as advantages_lib
 from whale_jax.train import logprobs as logprobs_lib
 
-ADVANTAGE_NORMALIZATIONS = ("mean_std", "mean")
 AGGREGATIONS = ("token_mean", "sequence_mean_token_mean", "constant")
 IMPORTANCE_SAMPLING_MODES = ("none", "token_truncate", "sequence_mask")
+KL_ESTIMATORS = ("k1", "k2", "k3")
+OLD_LOGPROBS_SOURCES = ("recompute", "sampler")
+_KEY = "config.training.grpo."
+
+
+def _positive_int(value):
+  return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 @dataclasses.dataclass(frozen=True)
 class GRPOConfig:
-  """GRPO loss options (= config.grpo keys).
+  """GRPO options (= config.training.grpo keys).
 
   Attributes:
     clip_epsilon: lower clip range, r >= 1 - clip_epsilon.
     clip_epsilon_high: upper clip range, r <= 1 + clip_epsilon_high; None = clip_epsilon
       (DAPO's clip-higher uses 0.28 with clip_epsilon 0.2).
-    kl_weight: beta of the k3 KL to the reference model; 0 disables it.
+    dual_clip_ratio: c of dual-clip PPO (verl's clip_ratio_c, e.g. 3.0): where A < 0 the
+      objective is at least c A; None disables it. Must exceed 1 + clip_epsilon_high.
+    log_ratio_clamp: |logp - old| and |reference - logp| are clamped to this before exp.
+    kl_weight: beta of the KL to the reference model; 0 = no KL term.
+    kl_estimator: one of KL_ESTIMATORS.
+    keep_reference: keep the reference copy (and report the KL) even when kl_weight is 0.
+    offload_reference: keep the reference copy in pinned host memory (reference.py).
+    old_logprobs_source: "recompute" (one trainer forward pass at the sampling weights per
+      batch) or "sampler" (the sampler's logprobs; right only when sampler and trainer agree).
+    ppo_epochs: passes over each batch of rollouts (Tunix's num_iterations).
+    num_minibatches: optimizer steps per pass; None = one per config.training.samples_per_step
+      samples.
     aggregation: one of AGGREGATIONS.
     constant_normalizer: tokens per sequence in the "constant" aggregation.
     importance_sampling: one of IMPORTANCE_SAMPLING_MODES.
@@ -60,7 +91,15 @@ class GRPOConfig:
   """
   clip_epsilon: float = 0.2
   clip_epsilon_high: float | None = None
+  dual_clip_ratio: float | None = None
+  log_ratio_clamp: float = 20.0
   kl_weight: float = 0.0
+  kl_estimator: str = "k3"
+  keep_reference: bool = False
+  offload_reference: bool = False
+  old_logprobs_source: str = "recompute"
+  ppo_epochs: int = 1
+  num_minibatches: int | None = None
   aggregation: str = "token_mean"
   constant_normalizer: float | None = None
   importance_sampling: str = "none"
@@ -70,53 +109,81 @@ class GRPOConfig:
 
   def __post_init__(self):
     if not 0 < self.clip_epsilon < 1:
-      raise ValueError(f"config.grpo.clip_epsilon={self.clip_epsilon} must lie in (0, 1), "
-                       "e.g. 0.2.")
+      raise ValueError(f"{_KEY}clip_epsilon={self.clip_epsilon} must lie in (0, 1), e.g. 0.2.")
     if self.clip_epsilon_high is not None and self.clip_epsilon_high <= 0:
-      raise ValueError(f"config.grpo.clip_epsilon_high={self.clip_epsilon_high} must be "
-                       "positive (e.g. 0.28) or None to use clip_epsilon.")
+      raise ValueError(f"{_KEY}clip_epsilon_high={self.clip_epsilon_high} must be positive "
+                       "(e.g. 0.28) or None to use clip_epsilon.")
+    if self.dual_clip_ratio is not None and not (
+        self.dual_clip_ratio > 1 + self.upper_clip_epsilon):
+      raise ValueError(f"{_KEY}dual_clip_ratio={self.dual_clip_ratio} must exceed "
+                       f"1 + clip_epsilon_high = {1 + self.upper_clip_epsilon} (verl uses 3.0), "
+                       "or be None to disable the dual clip.")
+    if not self.log_ratio_clamp > 0:
+      raise ValueError(f"{_KEY}log_ratio_clamp={self.log_ratio_clamp} must be > 0, e.g. 20.0.")
     if self.kl_weight < 0:
-      raise ValueError(f"config.grpo.kl_weight={self.kl_weight} must be >= 0 (0 = no KL).")
+      raise ValueError(f"{_KEY}kl_weight={self.kl_weight} must be >= 0 (0 = no KL).")
+    if self.kl_estimator not in KL_ESTIMATORS:
+      raise ValueError(f"{_KEY}kl_estimator={self.kl_estimator!r} is not one of "
+                       f"{KL_ESTIMATORS}.")
+    if self.old_logprobs_source not in OLD_LOGPROBS_SOURCES:
+      raise ValueError(f"{_KEY}old_logprobs_source={self.old_logprobs_source!r} is not one of "
+                       f"{OLD_LOGPROBS_SOURCES}.")
+    if not _positive_int(self.ppo_epochs):
+      raise ValueError(f"{_KEY}ppo_epochs={self.ppo_epochs!r} must be a positive int, e.g. 1.")
+    if self.num_minibatches is not None and not _positive_int(self.num_minibatches):
+      raise ValueError(f"{_KEY}num_minibatches={self.num_minibatches!r} must be a positive "
+                       "int, or None for one minibatch per config.training.samples_per_step "
+                       "samples.")
     if self.aggregation not in AGGREGATIONS:
-      raise ValueError(f"config.grpo.aggregation={self.aggregation!r} is not one of "
+      raise ValueError(f"{_KEY}aggregation={self.aggregation!r} is not one of "
                        f"{AGGREGATIONS}.")
     if self.aggregation == "constant" and not (self.constant_normalizer or 0) > 0:
-      raise ValueError("config.grpo.aggregation='constant' needs config.grpo."
-                       f"constant_normalizer > 0 (got {self.constant_normalizer!r}); set it "
-                       "to the generation token budget, as Dr. GRPO does.")
+      raise ValueError(f"{_KEY}aggregation='constant' needs {_KEY}constant_normalizer > 0 "
+                       f"(got {self.constant_normalizer!r}); set it to the generation token "
+                       "budget, as Dr. GRPO does.")
     if self.importance_sampling not in IMPORTANCE_SAMPLING_MODES:
-      raise ValueError(f"config.grpo.importance_sampling={self.importance_sampling!r} is not "
-                       f"one of {IMPORTANCE_SAMPLING_MODES}.")
+      raise ValueError(f"{_KEY}importance_sampling={self.importance_sampling!r} is not one of "
+                       f"{IMPORTANCE_SAMPLING_MODES}.")
     if not self.importance_sampling_cap > 1:
-      raise ValueError(f"config.grpo.importance_sampling_cap={self.importance_sampling_cap} "
-                       "must be > 1, e.g. 2.0.")
+      raise ValueError(f"{_KEY}importance_sampling_cap={self.importance_sampling_cap} must be "
+                       "> 1, e.g. 2.0.")
     logprobs_lib.check_temperature(self.temperature)
 
   @property
   def upper_clip_epsilon(self):
     return self.clip_epsilon if self.clip_epsilon_high is None else self.clip_epsilon_high
 
+  @property
+  def uses_reference(self):
+    """Whether a frozen reference copy is kept (and reference logprobs computed per batch)."""
+    return self.kl_weight > 0 or self.keep_reference
+
+
+_NORMALIZATIONS = {"mean_std": "grpo", "mean": "drgrpo"}
+
 
 def group_advantages(rewards, normalization="mean_std", epsilon=1e-6):
-  """Group-relative advantages: rewards [P, G] -> [P, G].
+  """Float64 advantages [P, G] (advantages.group_advantages) under the loop's older names.
 
-  "mean_std": (r - mean) / (std + epsilon), std with ddof = 1 (GRPO).
-  "mean":     r - mean (Dr. GRPO).
+  normalization: "mean_std" (= "grpo"), "mean" (= "drgrpo"), or an advantages.ESTIMATORS name.
   """
-  if normalization not in ADVANTAGE_NORMALIZATIONS:
+  estimator = _NORMALIZATIONS.get(normalization, normalization)
+  if estimator not in advantages_lib.ESTIMATORS:
     raise ValueError(f"normalization={normalization!r} is not one of "
-                     f"{ADVANTAGE_NORMALIZATIONS}.")
-  rewards = jnp.asarray(rewards, jnp.float32)
-  if rewards.ndim != 2:
-    raise ValueError(f"rewards has shape {rewards.shape}; pass [P, G]: one row per prompt, "
-                     "one column per sample of its group.")
-  centered = rewards - jnp.mean(rewards, axis=1, keepdims=True)
-  if normalization == "mean":
-    return centered
-  if rewards.shape[1] < 2:
-    raise ValueError(f"normalization='mean_std' needs at least 2 samples per group; got "
-                     f"G={rewards.shape[1]}. Sample more per prompt or use 'mean'.")
-  return centered / (jnp.std(rewards, axis=1, keepdims=True, ddof=1) + epsilon)
+                     f"{tuple(_NORMALIZATIONS) + advantages_lib.ESTIMATORS}.")
+  return advantages_lib.group_advantages(rewards, estimator, epsilon)
+
+
+def kl_estimate(reference_logprobs, logprobs, estimator="k3", log_ratio_clamp=20.0):
+  """Per-token estimate of KL(policy || reference) from samples of the policy: [B, T]."""
+  log_ratio = jnp.clip(reference_logprobs - logprobs, -log_ratio_clamp, log_ratio_clamp)
+  if estimator == "k1":
+    return -log_ratio
+  if estimator == "k2":
+    return 0.5 * jnp.square(log_ratio)
+  if estimator == "k3":
+    return jnp.exp(log_ratio) - log_ratio - 1
+  raise ValueError(f"{_KEY}kl_estimator={estimator!r} is not one of {KL_ESTIMATORS}.")
 
 
 def _segment_sums(values, segment_ids):
@@ -136,7 +203,8 @@ def loss_from_logprobs(logprobs, batch, grpo_config, entropy=None):
   Args:
     logprobs: [B, T] log-probabilities of batch["tokens"] under the weights being trained.
     batch: see train/batch.py; needs "loss_mask", "segment_ids", "advantages",
-      "sampler_logprobs", and "reference_logprobs" when kl_weight > 0.
+      "sampler_logprobs", "old_logprobs" when a batch feeds several updates, and
+      "reference_logprobs" when kl_weight > 0.
     entropy: optional [B, T] entropies, reported as a metric.
   """
   missing = [key for key in ("advantages", "sampler_logprobs") if key not in batch]
@@ -144,27 +212,33 @@ def loss_from_logprobs(logprobs, batch, grpo_config, entropy=None):
     raise ValueError(f"The GRPO loss needs batch keys {missing}; pack samples with "
                      "advantage and sampler_logprobs set (see train/packing.py).")
   if grpo_config.kl_weight > 0 and "reference_logprobs" not in batch:
-    raise ValueError(f"config.grpo.kl_weight={grpo_config.kl_weight} needs "
-                     "batch['reference_logprobs']; compute them with the reference model or "
-                     "set kl_weight=0.")
+    raise ValueError(f"{_KEY}kl_weight={grpo_config.kl_weight} needs "
+                     "batch['reference_logprobs']; add them with grpo_update.update (it keeps "
+                     "a reference.Reference) or set kl_weight=0.")
   loss_mask = batch["loss_mask"].astype(jnp.float32)
   segment_ids = batch["segment_ids"]
   advantages = batch["advantages"].astype(jnp.float32)
   old = batch.get("old_logprobs")
   old = jax.lax.stop_gradient(logprobs) if old is None else old
-  log_ratio = logprobs - old
+  clamp = grpo_config.log_ratio_clamp
+  log_ratio = jnp.clip(logprobs - old, -clamp, clamp)
   ratio = jnp.exp(log_ratio)
-  clipped_ratio = jnp.clip(ratio, 1 - grpo_config.clip_epsilon,
-                           1 + grpo_config.upper_clip_epsilon)
-  unclipped_objective = ratio * advantages
-  clipped_objective = clipped_ratio * advantages
-  objective = jnp.minimum(unclipped_objective, clipped_objective)
-  is_clipped = (clipped_objective < unclipped_objective).astype(jnp.float32)
+  low, high = 1 - grpo_config.clip_epsilon, 1 + grpo_config.upper_clip_epsilon
+  objective = jnp.minimum(ratio * advantages, jnp.clip(ratio, low, high) * advantages)
+  negative = advantages < 0
+  clipped_low = negative & (ratio < low)
+  clipped_high = (advantages > 0) & (ratio > high)
+  if grpo_config.dual_clip_ratio is not None:
+    dual = grpo_config.dual_clip_ratio
+    objective = jnp.where(negative, jnp.maximum(objective, dual * advantages), objective)
+    clipped_dual = negative & (ratio > dual)
+  else:
+    clipped_dual = jnp.zeros_like(clipped_low)
 
   sampler_log_ratio = jax.lax.stop_gradient(old - batch["sampler_logprobs"]) * loss_mask
   mode, cap = grpo_config.importance_sampling, grpo_config.importance_sampling_cap
   if mode == "token_truncate":
-    weight = jnp.minimum(jnp.exp(sampler_log_ratio), cap)
+    weight = jnp.minimum(jnp.exp(jnp.minimum(sampler_log_ratio, clamp)), cap)
   elif mode == "sequence_mask":
     tokens_per_segment = _segment_sums(loss_mask, segment_ids)
     mean_log_ratio = _segment_sums(sampler_log_ratio, segment_ids) / jnp.maximum(
@@ -176,9 +250,8 @@ def loss_from_logprobs(logprobs, batch, grpo_config, entropy=None):
   per_token = -weight * objective
 
   metrics = {}
-  if grpo_config.kl_weight > 0 or "reference_logprobs" in batch:
-    reference_log_ratio = batch["reference_logprobs"] - logprobs
-    kl = jnp.exp(reference_log_ratio) - reference_log_ratio - 1
+  if "reference_logprobs" in batch:
+    kl = kl_estimate(batch["reference_logprobs"], logprobs, grpo_config.kl_estimator, clamp)
     metrics["kl_to_reference"] = kl
     if grpo_config.kl_weight > 0:
       per_token = per_token + grpo_config.kl_weight * kl
@@ -196,7 +269,10 @@ def loss_from_logprobs(logprobs, batch, grpo_config, entropy=None):
     loss_sum, normalizer = jnp.sum(per_token * loss_mask), num_target_tokens
 
   metrics.update(
-      clip_fraction=is_clipped,
+      clip_fraction=(clipped_low | clipped_high).astype(jnp.float32),
+      clip_fraction_low=clipped_low.astype(jnp.float32),
+      clip_fraction_high=clipped_high.astype(jnp.float32),
+      clip_fraction_dual=clipped_dual.astype(jnp.float32),
       approx_kl=ratio - 1 - log_ratio,
       sampler_trainer_logprob_gap=jnp.abs(sampler_log_ratio),
       importance_weight=weight)
