@@ -37,5 +37,8 @@ setuptools.setup(
     extras_require={
         # torch is only the reference for parity tests; torch==2.13.0 is the CPU wheel.
         "test": ["pytest", "torch==2.13.0"],
+        # pypdf: text of PDF corpora for document QA (OfficeQA's bulletin PDFs); a pure-Python
+        # extractor, so a PDF corpus needs no system libraries.
+        "pdf": ["pypdf"],
     },
 )
