@@ -4,17 +4,19 @@
   "synthetic_qa"             generated multi-hop world, offline (synthetic_qa_domain)
   "math"                     math files, or reasoning-gym arithmetic offline (math_domain)
   "chess"                    Lichess puzzle CSV, or generated mates offline (chess_domain)
+  "docqa"                    OfficeQA CSV + parsed corpus, or generated bulletins (docqa_domain)
   "reasoning_gym:<dataset>"  any reasoning-gym dataset (reasoning_gym_domain)
 Keyword arguments are the chosen builder's.
 """
 from whale_jax.tasks.chess_domain import chess_domain
+from whale_jax.tasks.docqa_domain import docqa_domain
 from whale_jax.tasks.math_domain import math_domain
 from whale_jax.tasks.reasoning_gym_domain import reasoning_gym_domain
 from whale_jax.tasks.searchqa_domain import searchqa_domain
 from whale_jax.tasks.searchqa_domain import synthetic_qa_domain
 
 BUILDERS = {"searchqa": searchqa_domain, "synthetic_qa": synthetic_qa_domain,
-            "math": math_domain, "chess": chess_domain}
+            "math": math_domain, "chess": chess_domain, "docqa": docqa_domain}
 REASONING_GYM_PREFIX = "reasoning_gym:"
 
 

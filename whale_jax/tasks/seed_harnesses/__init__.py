@@ -5,7 +5,7 @@ modules a harness may import. They are never imported by the package; they run i
 """
 import importlib.resources
 
-NAMES = ("searchqa", "searchqa_compact", "math", "chess", "reasoning_gym")
+NAMES = ("searchqa", "searchqa_compact", "math", "chess", "reasoning_gym", "docqa", "toolflow")
 
 
 def source(name):
