@@ -210,19 +210,23 @@ def cross_table_model(instances):
     if responses == 1:
       return ('<tool_call>{"name": "open_document", "arguments": {"document": "%s", '
               '"table": 2}}</tool_call>' % doc)
+    results = [json.loads(text)["result"]
+               for text in re.findall(r"<tool_response>(.*?)</tool_response>", prompt)]
+
     def total(label):
-      line = re.search(rf"\| {label} \|([^\\]*?)\|\\n", prompt.replace("\\n", "\\n")).group(0)
-      header = re.search(r"\| (?:Source|Agency) \|(.*?)\|\\n", prompt.split(label)[0]
-                         [::-1][::-1].rsplit("| --- |", 1)[0]).group(1)
-      years = [cell.strip().split()[-1] for cell in header.split("|")]
-      cells = [cell.strip() for cell in line.split("|")[2:-1]]
-      return int(cells[years.index(year)].split()[0].replace(",", ""))
+      for text in results:
+        lines = [line for line in text.splitlines() if line.startswith("|")]
+        rows = [line for line in lines if line.startswith(f"| {label} |")]
+        if rows:
+          years = [cell.strip().split()[-1] for cell in lines[0].strip("|").split("|")[1:]]
+          cells = [cell.strip() for cell in rows[0].strip("|").split("|")[1:]]
+          return int(cells[years.index(year)].split()[0].replace(",", ""))
+      raise AssertionError(f"no {label} row in the tool responses")
     if responses == 2:
       code = f"print(f'{{{total('Total receipts')} - {total('Total expenditures')}:,}}')"
       return ("<tool_call><function=python><parameter=code>" + code +
               "</parameter></function></tool_call>")
-    result = json.loads(re.findall(r"<tool_response>(.*?)</tool_response>", prompt)[-1])
-    return f"<FINAL_ANSWER>{result['result'].strip()}</FINAL_ANSWER>"
+    return f"<FINAL_ANSWER>{results[-1].strip()}</FINAL_ANSWER>"
   return reply
 
 
