@@ -171,3 +171,37 @@ def test_ppo_clipped_grpo_matches_numpy_over_three_steps(ppo_epochs, num_minibat
   assert sum(row["clip_fraction"] for row in history[1:]) > 0
   if dual_clip_ratio is not None:
     assert sum(row["clip_fraction_dual"] for row in history) > 0
+
+
+def test_old_logprobs_from_the_sampler_are_what_the_first_step_clips_against():
+  samples, params = make_samples(), initial_params()
+  grpo_config = grpo.GRPOConfig(old_logprobs_source="sampler", num_minibatches=1,
+                                compute_entropy=False)
+  _, history = run_update(grpo_config, samples, params)
+  # r = exp(logp - sampler) at the initial weights, written out per token.
+  ratios = np.concatenate([
+      np.exp(numpy_logprobs(params, s.token_ids)[0] - s.sampler_logprobs[1:])[
+          s.loss_mask[1:] > 0] for s in samples])
+  advantages = np.concatenate([np.full(int(s.loss_mask.sum()), s.advantage) for s in samples])
+  expected_high = np.mean((advantages > 0) & (ratios > 1.2))
+  expected_low = np.mean((advantages < 0) & (ratios < 0.8))
+  assert expected_high + expected_low > 0
+  assert history[0]["clip_fraction_high"] == pytest.approx(expected_high)
+  assert history[0]["clip_fraction_low"] == pytest.approx(expected_low)
+
+
+def test_a_kept_reference_is_required():
+  samples, params = make_samples(), initial_params()
+  optimizer, train_step = make_train_step(grpo.GRPOConfig(kl_weight=0.1))
+  state = {"step": jnp.zeros((), jnp.int32), "params": params,
+           "opt_state": optimizer.init(params)}
+  with pytest.raises(ValueError, match=r"config.training.grpo.kl_weight=0.1 .*needs a reference"):
+    grpo_update.update(state, train_step, samples, grpo.GRPOConfig(kl_weight=0.1),
+                       jax.jit(linear_logprobs), row_length=8, samples_per_step=64)
+
+
+def test_minibatch_indices_partition_the_samples():
+  parts = grpo_update.minibatch_indices(10, 3, seed=(4, 2))
+  assert [len(part) for part in parts] == [4, 3, 3]
+  assert sorted(np.concatenate(parts).tolist()) == list(range(10))
+  assert [len(part) for part in grpo_update.minibatch_indices(2, 5)] == [1, 1]
