@@ -1,0 +1,282 @@
+"""`python -m whale_jax.serve` as a real process on 127.0.0.1, against the in-process sampler.
+
+One server per module (the embedded solver, --max_pending_requests=64), driven with the
+`openai` Python client and with raw HTTP (httpx). References are computed in this process
+with sampling.Sampler on the same checkpoint: the same prompt ids, SamplingParams and request
+keys must give the same tokens, and logprobs within 1e-5.
+"""
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from whale_jax import serve
+from whale_jax.models import hf
+from whale_jax.sampling import Sampler
+from whale_jax.sampling import SamplingParams
+from whale_jax.tokenization import load_tokenizer
+
+MODEL = "embedded"
+MAX_PENDING = 64
+LOGPROB_TOLERANCE = 1e-5
+PROMPTS = ["Who founded the Vokzag company?", "hello", "Where is Nuk?"]
+
+
+@pytest.fixture(scope="module")
+def server_url():
+  process = subprocess.Popen(
+      [sys.executable, "-m", "whale_jax.serve", f"--model={MODEL}", "--port=0",
+       f"--max_pending_requests={MAX_PENDING}", "--max_slots=64"],
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      env={**os.environ, "JAX_PLATFORMS": "cpu"})
+  lines = []
+  found = threading.Event()
+
+  def read():
+    for line in process.stdout:
+      lines.append(line)
+      if "http://" in line:
+        found.set()
+  threading.Thread(target=read, daemon=True).start()
+  if not found.wait(180):
+    process.kill()
+    pytest.fail("whale_jax.serve did not start:\n" + "".join(lines))
+  url = next(line for line in lines if "http://" in line).split(" on ")[-1].strip()
+  yield url
+  process.terminate()
+  try:
+    process.wait(15)
+  except subprocess.TimeoutExpired:
+    process.kill()
+    process.wait()
+
+
+@pytest.fixture(scope="module")
+def reference():
+  """(sampler, tokenizer) of the same checkpoint, in this process."""
+  config, params = hf.load_hf(serve.EMBEDDED_SOLVER)
+  tokenizer = load_tokenizer(serve.EMBEDDED_SOLVER)
+  with Sampler(config, params, tokenizer=tokenizer) as sampler:
+    yield sampler, tokenizer
+
+
+@pytest.fixture(scope="module")
+def client(server_url):
+  return openai.OpenAI(base_url=server_url, api_key="unused", max_retries=0, timeout=120)
+
+
+def _max_logprob_difference(served, expected):
+  assert len(served) == len(expected)
+  return float(np.max(np.abs(np.asarray(served, np.float64) - np.asarray(expected,
+                                                                             np.float64))))
+
+
+def test_models_and_health(client, server_url):
+  assert [model.id for model in client.models.list().data] == [MODEL]
+  health = httpx.get(server_url.removesuffix("/v1") + "/health").json()
+  assert health["status"] == "ok" and health["max_pending_requests"] == MAX_PENDING
+
+
+def test_greedy_completions_equal_in_process_tokens_and_logprobs(client, reference):
+  sampler, tokenizer = reference
+  reply = client.completions.create(model=MODEL, prompt=PROMPTS, temperature=0, max_tokens=12,
+                                    logprobs=1, extra_body={"return_token_ids": True})
+  expected = sampler.generate(PROMPTS, SamplingParams(max_tokens=12, temperature=0.0))
+  assert len(reply.choices) == len(PROMPTS)
+  differences = []
+  for choice, completion in zip(reply.choices, expected):
+    served = choice.model_dump()
+    assert served["token_ids"] == completion.token_ids
+    assert served["prompt_token_ids"] == completion.prompt_token_ids
+    assert choice.text == completion.text and choice.finish_reason == completion.finish_reason
+    assert choice.logprobs.tokens == [tokenizer.decode([t]) for t in completion.token_ids]
+    differences.append(_max_logprob_difference(choice.logprobs.token_logprobs,
+                                               completion.logprobs))
+  print(f"greedy completions: max logprob difference {max(differences):.2e}")
+  assert max(differences) <= LOGPROB_TOLERANCE
+  assert reply.usage.prompt_tokens == sum(len(c.prompt_token_ids) for c in expected)
+  assert reply.usage.completion_tokens == sum(len(c.token_ids) for c in expected)
+
+
+def test_chat_uses_the_chat_template_and_equals_in_process(client, reference):
+  sampler, tokenizer = reference
+  messages = [{"role": "system", "content": "Answer briefly."},
+              {"role": "user", "content": PROMPTS[0]}]
+  reply = client.chat.completions.create(model=MODEL, messages=messages, temperature=0,
+                                         max_tokens=16, logprobs=True,
+                                         extra_body={"return_token_ids": True})
+  prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+  expected = sampler.submit(prompt_ids, SamplingParams(max_tokens=16, temperature=0.0)
+                            ).result()[0]
+  choice = reply.choices[0]
+  assert choice.model_dump()["token_ids"] == expected.token_ids
+  assert choice.message.role == "assistant" and choice.message.content == expected.text
+  difference = _max_logprob_difference([entry.logprob for entry in choice.logprobs.content],
+                                       expected.logprobs)
+  print(f"chat: max logprob difference {difference:.2e}")
+  assert difference <= LOGPROB_TOLERANCE
+  assert reply.usage.prompt_tokens == len(prompt_ids)
+  assert reply.usage.completion_tokens == len(expected.token_ids)
+
+
+def test_n_and_seed_are_honoured(client, reference):
+  sampler, _ = reference
+  options = dict(model=MODEL, prompt=PROMPTS[1], temperature=1.0, top_p=0.9, max_tokens=10,
+                 n=3, extra_body={"return_token_ids": True, "top_k": 50})
+  first = client.completions.create(seed=7, **options)
+  again = client.completions.create(seed=7, **options)
+  other = client.completions.create(seed=8, **options)
+  expected = sampler.generate([PROMPTS[1]], SamplingParams(max_tokens=10, temperature=1.0,
+                                                          top_p=0.9, top_k=50, n=3, seed=7))
+
+  def ids(reply):
+    return [choice.model_dump()["token_ids"] for choice in reply.choices]
+  assert ids(first) == [c.token_ids for c in expected] == ids(again)
+  assert len({tuple(i) for i in ids(first)}) > 1  # the three samples differ
+  assert ids(other) != ids(first)
+  assert [c.index for c in first.choices] == [0, 1, 2]
+
+
+def test_stop_string_ends_the_text_and_is_removed(client, reference):
+  sampler, _ = reference
+  expected = sampler.generate([PROMPTS[2]], SamplingParams(max_tokens=20, temperature=0.0))[0]
+  stop = expected.text[3:5]  # two characters the greedy output does produce
+  assert len(stop) == 2
+  stopped = sampler.generate([PROMPTS[2]], SamplingParams(max_tokens=20, temperature=0.0,
+                                                         stop=(stop,)))[0]
+  reply = client.completions.create(model=MODEL, prompt=PROMPTS[2], temperature=0,
+                                    max_tokens=20, stop=[stop])
+  assert stopped.text.endswith(stop) and stopped.finish_reason == "stop"
+  assert reply.choices[0].text == stopped.text[:-len(stop)]
+  assert reply.choices[0].finish_reason == "stop"
+
+
+def test_streaming_chunks_add_up_to_the_reply(client, server_url):
+  body = {"model": MODEL, "prompt": PROMPTS[0], "temperature": 1.0, "seed": 11,
+          "max_tokens": 12, "n": 2, "logprobs": 1}
+  whole = httpx.post(server_url + "/completions", json=body, timeout=120).json()
+  texts, logprobs, events = {}, {}, []
+  with httpx.stream("POST", server_url + "/completions", timeout=120,
+                    json={**body, "stream": True, "stream_options": {"include_usage": True}}
+                    ) as response:
+    assert response.headers["content-type"].startswith("text/event-stream")
+    for line in response.iter_lines():
+      if line.startswith("data: "):
+        events.append(line[len("data: "):])
+  assert events[-1] == "[DONE]"
+  chunks = [json.loads(event) for event in events[:-1]]
+  for chunk in chunks[:-1]:
+    (choice,) = chunk["choices"]
+    texts[choice["index"]] = texts.get(choice["index"], "") + choice["text"]
+    logprobs.setdefault(choice["index"], []).extend(
+        (choice["logprobs"] or {}).get("token_logprobs", []))
+  assert chunks[-1]["usage"] == whole["usage"] and chunks[-1]["choices"] == []
+  for choice in whole["choices"]:
+    assert texts[choice["index"]] == choice["text"]
+    assert logprobs[choice["index"]] == choice["logprobs"]["token_logprobs"]
+  chat_stream = client.chat.completions.create(
+      model=MODEL, messages=[{"role": "user", "content": PROMPTS[1]}], temperature=0,
+      max_tokens=8, stream=True)
+  streamed = "".join(chunk.choices[0].delta.content or "" for chunk in chat_stream)
+  plain = client.chat.completions.create(
+      model=MODEL, messages=[{"role": "user", "content": PROMPTS[1]}], temperature=0,
+      max_tokens=8)
+  assert streamed == plain.choices[0].message.content
+
+
+def test_64_concurrent_clients_are_all_answered_correctly(server_url, reference):
+  sampler, tokenizer = reference
+  prompts = [f"Question {i}: who lives in city {i}?" for i in range(64)]
+  params = [SamplingParams(max_tokens=8, temperature=1.0, seed=100 + i) for i in range(64)]
+  futures = [sampler.submit(tokenizer.encode(p), q) for p, q in zip(prompts, params)]
+  expected = [future.result()[0] for future in futures]
+
+  def ask(i):
+    with openai.OpenAI(base_url=server_url, api_key="unused", max_retries=0,
+                       timeout=300) as own_client:
+      reply = own_client.completions.create(model=MODEL, prompt=prompts[i], temperature=1.0,
+                                            seed=100 + i, max_tokens=8, logprobs=1,
+                                            extra_body={"return_token_ids": True})
+    return reply.choices[0]
+  with concurrent.futures.ThreadPoolExecutor(64) as pool:
+    choices = list(pool.map(ask, range(64)))
+  assert [c.model_dump()["token_ids"] for c in choices] == [e.token_ids for e in expected]
+  difference = max(_max_logprob_difference(c.logprobs.token_logprobs, e.logprobs)
+                   for c, e in zip(choices, expected))
+  print(f"64 concurrent clients: all answered, max logprob difference {difference:.2e}")
+  assert difference <= LOGPROB_TOLERANCE
+
+
+COMPLETION = {"model": MODEL, "prompt": "hello", "max_tokens": 4}
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+
+
+@pytest.mark.parametrize("endpoint, changes, field", [
+    ("completions", {"temperature": -1}, "temperature"),
+    ("completions", {"top_p": 0}, "top_p"),
+    ("completions", {"top_k": 2.5}, "top_k"),
+    ("completions", {"n": 0}, "n"),
+    ("completions", {"max_tokens": "ten"}, "max_tokens"),
+    ("completions", {"max_tokens": 5000}, "max_tokens"),
+    ("completions", {"stop": ["", "x"]}, "stop"),
+    ("completions", {"seed": -3}, "seed"),
+    ("completions", {"logprobs": 5}, "logprobs"),
+    ("completions", {"prompt": [[5, -1]]}, "prompt"),
+    ("completions", {"prompt": None}, "prompt"),
+    ("completions", {"temprature": 0.5}, "temprature"),
+    ("completions", {"model": None}, "model"),
+    ("chat/completions", {"messages": [{"role": "robot", "content": "hi"}]}, "messages"),
+    ("chat/completions", {"messages": "hi"}, "messages"),
+    ("chat/completions", {"stream": "yes"}, "stream"),
+    ("chat/completions", {"top_logprobs": 3}, "top_logprobs"),
+    ("chat/completions", {"max_completion_tokens": 0}, "max_completion_tokens"),
+])
+def test_malformed_requests_get_400_naming_the_field(server_url, endpoint, changes, field):
+  base = COMPLETION if endpoint == "completions" else CHAT
+  body = {key: value for key, value in {**base, **changes}.items() if value is not None}
+  response = httpx.post(f"{server_url}/{endpoint}", json=body, timeout=60)
+  assert response.status_code == 400, response.text
+  error = response.json()["error"]
+  assert error["param"] == field and field in error["message"], error
+
+
+def test_malformed_json_wrong_model_and_the_openai_client(server_url, client):
+  response = httpx.post(server_url + "/completions", content=b"{not json", timeout=60,
+                        headers={"Content-Type": "application/json"})
+  assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
+  response = httpx.post(server_url + "/completions", json={**COMPLETION, "model": "gpt-9"},
+                        timeout=60)
+  assert response.status_code == 404 and response.json()["error"]["param"] == "model"
+  with pytest.raises(openai.BadRequestError, match="top_p"):
+    client.completions.create(model=MODEL, prompt="hi", top_p=1.5, max_tokens=2)
+
+
+def test_queue_overflow_gets_429_and_the_queued_requests_finish(server_url, client):
+  root = server_url.removesuffix("/v1")
+  long_body = {"model": MODEL, "prompt": "hello", "max_tokens": 256, "ignore_eos": True,
+               "temperature": 0}
+  with concurrent.futures.ThreadPoolExecutor(MAX_PENDING) as pool:
+    futures = [pool.submit(httpx.post, server_url + "/completions", json=long_body,
+                           timeout=300) for _ in range(MAX_PENDING)]
+    deadline = time.monotonic() + 60
+    while httpx.get(root + "/health").json()["pending_requests"] < MAX_PENDING:
+      assert time.monotonic() < deadline, "the long requests never filled the queue"
+      time.sleep(0.01)
+    overflow = httpx.post(server_url + "/completions", json=COMPLETION, timeout=60)
+    with pytest.raises(openai.RateLimitError, match="max_pending_requests"):
+      client.completions.create(**COMPLETION)
+    replies = [future.result() for future in futures]
+  assert overflow.status_code == 429, overflow.text
+  assert overflow.headers["Retry-After"] == "1"
+  assert f"at most {MAX_PENDING}" in overflow.json()["error"]["message"]
+  assert [reply.status_code for reply in replies] == [200] * MAX_PENDING
+  assert all(len(reply.json()["choices"][0]["text"]) > 0 for reply in replies)
+  assert httpx.post(server_url + "/completions", json=COMPLETION, timeout=60).status_code == 200

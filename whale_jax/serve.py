@@ -1,0 +1,610 @@
+r"""An OpenAI-compatible HTTP server over whale_jax's own generation engine.
+
+  pip install -e '.[serve]'
+  python -m whale_jax.serve --model=embedded --port=8000                  # the demo solver
+  python -m whale_jax.serve --model=/ckpt/Qwen3-8B --dtype=bfloat16 --served_model_name=proposer
+  python -m whale_jax.serve --model=preset:qwen3_5_tiny --tokenizer=byte --vocab_size=267
+
+  client = openai.OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")
+  client.chat.completions.create(model="embedded", messages=[...], temperature=0, seed=3)
+
+--model is a Hugging Face directory (config.json + *.safetensors), "embedded" (the solver in
+whale_jax/assets/demo_solver) or "preset:NAME" (models.presets, random weights from --seed).
+Every request is served by one sampling.Sampler: continuous batching over decode slots, chat
+messages rendered with the model's chat template (tokenization.chat's ChatML when it has none).
+
+Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health.
+Request fields: model, max_tokens (chat also max_completion_tokens), temperature, top_p,
+top_k (0 or -1 = off), n, stop, seed, logprobs (completions: 0 or 1; chat: true/false with
+top_logprobs 0), stream (+ stream_options.include_usage), ignore_eos, return_token_ids
+(adds token_ids and prompt_token_ids to each choice), user; presence_penalty and
+frequency_penalty only 0, logit_bias only empty, echo only false, best_of only 1 or n.
+Chat also takes tools (function schemas, rendered into the prompt; no tool-call parsing).
+Anything else, and any value out of range, is a 400 whose message and "param" name the field.
+
+Semantics, where they differ from the OpenAI API:
+  - Random streams: prompt r of a request draws from (seed, request key r, sample index), the
+    same streams as Sampler.generate(prompts, SamplingParams(seed=seed, ...)); with no seed the
+    server draws one per request.
+  - logprobs are those the sampler reports: log-softmax of logits / temperature (temperature 1
+    when greedy), one per generated token, a final end-of-sequence token included (the text
+    leaves it out). top_logprobs (alternatives) are not available.
+  - A stop string ends the output and is removed from the text (as the OpenAI API does); the
+    tokens and logprobs keep the token that completed it.
+  - Streaming speaks the SSE protocol (one chunk per token, then usage, then [DONE]), but the
+    engine hands back whole completions, so the first chunk comes when the sample is done.
+Requests beyond --max_pending_requests (prompts in the engine or waiting for it) get a 429
+with Retry-After; the client retries.
+"""
+import asyncio
+import json
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+import uuid
+
+from whale_jax import quiet  # pylint: disable=unused-import  # before jax and transformers
+
+from absl import app
+from absl import flags
+from absl import logging
+
+SERVE_EXTRA = "pip install -e '.[serve]'"
+EMBEDDED_SOLVER = os.path.join(os.path.dirname(__file__), "assets", "demo_solver")
+COMMON_FIELDS = ("model", "max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed",
+                 "logprobs", "stream", "stream_options", "ignore_eos", "return_token_ids",
+                 "user", "presence_penalty", "frequency_penalty", "logit_bias", "best_of")
+COMPLETION_FIELDS = COMMON_FIELDS + ("prompt", "echo", "suffix")
+CHAT_FIELDS = COMMON_FIELDS + ("messages", "max_completion_tokens", "top_logprobs", "tools",
+                               "tool_choice")
+MAX_STOP_STRINGS = 16
+
+
+class RequestError(Exception):
+  """An HTTP error reply: status, message, the request field it is about."""
+
+  def __init__(self, status, message, param=None, kind="invalid_request_error"):
+    super().__init__(message)
+    self.status, self.message, self.param, self.kind = status, message, param, kind
+
+
+def _bad(name, expected, value):
+  return RequestError(400, f"'{name}' must be {expected}; got {json.dumps(value)[:80]}.", name)
+
+
+def _is_int(value):
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _get(body, name, default, valid, expected):
+  value = body.get(name)
+  if value is None:
+    return default
+  if not valid(value):
+    raise _bad(name, expected, value)
+  return value
+
+
+# ---- the model ---------------------------------------------------------------------------
+
+
+def load_model(source, tokenizer_source="", dtype="float32", seed=0, vocab_size=0):
+  """(ModelConfig, params, tokenizer, default served name) for --model (module docstring)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from whale_jax.models import decoder  # pylint: disable=import-outside-toplevel
+  from whale_jax.models import hf  # pylint: disable=import-outside-toplevel
+  from whale_jax.models import presets  # pylint: disable=import-outside-toplevel
+  from whale_jax.tokenization import load_tokenizer  # pylint: disable=import-outside-toplevel
+  if source.startswith("preset:"):
+    name = source[len("preset:"):]
+    if not tokenizer_source:
+      raise ValueError(f"--model={source} has no tokenizer of its own; pass --tokenizer "
+                       "(e.g. --tokenizer=byte, or a tokenizer directory).")
+    tokenizer = load_tokenizer(tokenizer_source)
+    changes = {"param_dtype": dtype, "compute_dtype": dtype}
+    if vocab_size:
+      changes["vocab_size"] = vocab_size
+    config = presets.get(name, **changes)
+    if tokenizer.vocab_size > config.vocab_size:
+      raise ValueError(f"--tokenizer={tokenizer_source} has {tokenizer.vocab_size} tokens but "
+                       f"preset {name!r} has vocab_size={config.vocab_size}; pass "
+                       f"--vocab_size={tokenizer.vocab_size}.")
+    return config, decoder.init_params(config, jax.random.key(seed)), tokenizer, name
+  path = EMBEDDED_SOLVER if source == "embedded" else source
+  if not os.path.isdir(path):
+    raise FileNotFoundError(f"--model={source}: no such directory; pass a Hugging Face model "
+                            "directory, 'embedded' or 'preset:NAME'.")
+  config, params = hf.load_hf(path, dtype=dtype)
+  tokenizer = load_tokenizer(tokenizer_source or path)
+  name = "embedded" if source == "embedded" else os.path.basename(os.path.normpath(path))
+  return config, params, tokenizer, name
+
+
+# ---- requests -> sampling ----------------------------------------------------------------
+
+
+class Server:
+  """The state behind the HTTP app: one sampler, its tokenizer and the pending-request bound.
+
+  Args:
+    sampler: a sampling.Sampler (its engine batches every request).
+    tokenizer: the sampler's tokenizer.
+    model_name: the name clients put in "model".
+    max_pending_requests: prompts in the engine or waiting for it before a 429.
+    default_max_tokens: chat requests without max_tokens get this (clipped to the context).
+  """
+
+  def __init__(self, sampler, tokenizer, model_name, max_pending_requests=256,
+               default_max_tokens=1024):
+    self.sampler, self.tokenizer, self.model_name = sampler, tokenizer, model_name
+    self.max_pending_requests = max_pending_requests
+    self.default_max_tokens = default_max_tokens
+    self.max_context = sampler.engine.max_cache_length
+    self.max_n = sampler.engine.max_slots
+    self.created = int(time.time())
+    self._lock = threading.Lock()
+    self.pending = 0
+    self.counts = {"served_requests": 0, "rejected_requests": 0, "busy_rejections": 0,
+                   "prompt_tokens": 0, "completion_tokens": 0}
+
+  def health(self):
+    with self._lock:
+      state = {"status": "ok", "model": self.model_name, "pending_requests": self.pending,
+               "max_pending_requests": self.max_pending_requests, **self.counts}
+    engine = self.sampler.metrics()
+    state["engine"] = {key: engine[key] for key in (
+        "generated_tokens", "completed_requests", "tokens_per_second", "slot_occupancy",
+        "queued_requests", "compilations")}
+    return state
+
+  def count(self, name, amount=1):
+    with self._lock:
+      self.counts[name] += amount
+
+  def _reserve(self, num_prompts):
+    with self._lock:
+      if self.pending + num_prompts > self.max_pending_requests:
+        self.counts["busy_rejections"] += 1
+        raise RequestError(
+            429, f"The server has {self.pending} prompts pending and takes at most "
+            f"{self.max_pending_requests} (--max_pending_requests); retry after a moment.",
+            None, "rate_limit_error")
+      self.pending += num_prompts
+
+  def _release(self, num_prompts):
+    with self._lock:
+      self.pending -= num_prompts
+
+  def sampling_params(self, body, prompt_lengths, default_max_tokens, chat):
+    """SamplingParams of a request body (validated field by field)."""
+    from whale_jax.sampling import SamplingParams  # pylint: disable=import-outside-toplevel
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+      raise _bad("model", f"the served model's name ({self.model_name!r})", model)
+    if model != self.model_name:
+      raise RequestError(404, f"The model {model!r} does not exist; this server serves "
+                         f"{self.model_name!r} (GET /v1/models).", "model", "not_found_error")
+    longest = max(prompt_lengths)
+    room = self.max_context - longest
+    if room < 1:
+      raise RequestError(400, f"The prompt has {longest} tokens; this server's context is "
+                         f"{self.max_context} tokens, which leaves no room to generate.",
+                         "messages" if chat else "prompt")
+    token_field = "max_tokens"
+    if chat and body.get("max_completion_tokens") is not None:
+      token_field = "max_completion_tokens"
+    max_tokens = _get(body, token_field, None, lambda v: _is_int(v) and v >= 1,
+                      "an integer >= 1")
+    if max_tokens is None:
+      max_tokens = min(default_max_tokens, room)
+    elif max_tokens > room:
+      raise RequestError(400, f"'{token_field}'={max_tokens} plus the prompt's {longest} "
+                         f"tokens exceeds this server's context of {self.max_context} tokens; "
+                         f"ask for at most {room}.", token_field)
+    temperature = _get(body, "temperature", 1.0, lambda v: _is_number(v) and 0 <= v <= 100,
+                       "a number in [0, 100] (0 = greedy)")
+    top_p = _get(body, "top_p", 1.0, lambda v: _is_number(v) and 0 < v <= 1,
+                 "a number in (0, 1]")
+    top_k = _get(body, "top_k", 0, lambda v: _is_int(v) and v >= -1,
+                 "an integer >= 0 (0 or -1 = off)")
+    n = _get(body, "n", 1, lambda v: _is_int(v) and 1 <= v <= self.max_n,
+             f"an integer in [1, {self.max_n}]")
+    seed = _get(body, "seed", None, lambda v: _is_int(v) and 0 <= v < 2**64,
+                "an integer in [0, 2**64)")
+    stop = body.get("stop")
+    if stop is None:
+      stop = ()
+    elif isinstance(stop, str):
+      stop = (stop,)
+    if not (isinstance(stop, (list, tuple)) and len(stop) <= MAX_STOP_STRINGS and
+            all(isinstance(s, str) and s for s in stop)):
+      raise _bad("stop", f"a non-empty string or a list of at most {MAX_STOP_STRINGS} of them",
+                 body.get("stop"))
+    ignore_eos = _get(body, "ignore_eos", False, lambda v: isinstance(v, bool), "true or false")
+    best_of = body.get("best_of")
+    if best_of is not None and best_of not in (1, n):
+      raise _bad("best_of", f"1 or n ({n}); this server does not rank samples", best_of)
+    for name in ("presence_penalty", "frequency_penalty"):
+      _get(body, name, 0, lambda v: _is_number(v) and v == 0, "0 (penalties are not supported)")
+    _get(body, "logit_bias", None, lambda v: v == {}, "empty (logit_bias is not supported)")
+    _get(body, "user", None, lambda v: isinstance(v, str), "a string")
+    _get(body, "stream", False, lambda v: isinstance(v, bool), "true or false")
+    _get(body, "return_token_ids", False, lambda v: isinstance(v, bool), "true or false")
+    options = _get(body, "stream_options", {}, lambda v: isinstance(v, dict) and set(v) <= {
+        "include_usage"} and isinstance(v.get("include_usage", False), bool),
+                   '{"include_usage": true or false}')
+    del options
+    if seed is None:
+      seed = secrets.randbits(63)
+    return SamplingParams(max_tokens=max_tokens, temperature=float(temperature),
+                          top_p=float(top_p), top_k=max(int(top_k), 0), seed=int(seed), n=n,
+                          ignore_eos=ignore_eos, stop=tuple(stop))
+
+  async def generate(self, prompts, params):
+    """The Completions of each prompt (params.n each, prompt-major); prompt r has key r."""
+    self._reserve(len(prompts))
+    try:
+      try:
+        futures = self.sampler.engine.submit_many(
+            [(prompt, params, key) for key, prompt in enumerate(prompts)])
+      except ValueError as error:
+        raise RequestError(400, str(error), "prompt") from None
+      results = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    finally:
+      self._release(len(prompts))
+    return [completion for result in results for completion in result]
+
+
+def _prompts(body, tokenizer):
+  """Token-id prompts of a /v1/completions body (str, [str], [int] or [[int]])."""
+  prompt = body.get("prompt")
+  expected = "a string, a list of strings, a list of token ids or a list of such lists"
+  if isinstance(prompt, str):
+    prompt = [prompt]
+  elif isinstance(prompt, list) and prompt and all(_is_int(t) for t in prompt):
+    prompt = [prompt]
+  if not isinstance(prompt, list) or not prompt:
+    raise _bad("prompt", expected, prompt)
+  prompts = []
+  for item in prompt:
+    if isinstance(item, str):
+      ids = tokenizer.encode(item)
+    elif isinstance(item, list) and all(_is_int(t) for t in item):
+      ids = list(item)
+    else:
+      raise _bad("prompt", expected, item)
+    if not ids:
+      raise RequestError(400, "'prompt' holds an empty prompt; a prompt needs at least one "
+                         "token.", "prompt")
+    bad = [t for t in ids if not 0 <= t < tokenizer.vocab_size]
+    if bad and not isinstance(item, str):
+      raise RequestError(400, f"'prompt' holds token ids {bad[:5]} outside the vocabulary "
+                         f"[0, {tokenizer.vocab_size}).", "prompt")
+    prompts.append(ids)
+  return prompts
+
+
+def _messages(body):
+  """Chat messages with text content (content parts of type "text" joined)."""
+  messages = body.get("messages")
+  if not isinstance(messages, list) or not messages:
+    raise _bad("messages", "a non-empty list of {\"role\", \"content\"} objects", messages)
+  plain = []
+  for i, message in enumerate(messages):
+    if isinstance(message, dict) and isinstance(message.get("content"), list):
+      parts = message["content"]
+      if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(
+          p.get("text"), str) for p in parts):
+        raise RequestError(400, f"'messages[{i}].content' parts must be "
+                           "{\"type\": \"text\", \"text\": ...}; other content types are not "
+                           "supported.", f"messages[{i}].content")
+      message = {**message, "content": "".join(p["text"] for p in parts)}
+    if isinstance(message, dict):
+      message = {"role": message.get("role"), "content": message.get("content")}
+    plain.append(message)
+  from whale_jax.tokenization import chat  # pylint: disable=import-outside-toplevel
+  try:
+    chat.validate_messages(plain)
+  except ValueError as error:
+    raise RequestError(400, str(error), "messages") from None
+  return plain
+
+
+def _check_fields(body, allowed):
+  if not isinstance(body, dict):
+    raise RequestError(400, "The request body must be a JSON object.")
+  unknown = sorted(set(body) - set(allowed))
+  if unknown:
+    raise RequestError(400, f"Unknown field(s) {unknown}; this endpoint accepts: "
+                       f"{', '.join(allowed)}.", unknown[0])
+
+
+def _text(completion):
+  """The reply text: the engine's text without a final stop string."""
+  text = completion.text
+  if isinstance(completion.stop_reason, str) and text.endswith(completion.stop_reason):
+    text = text[:-len(completion.stop_reason)]
+  return text
+
+
+def _token_strings(tokenizer, token_ids):
+  return [tokenizer.decode([t]) for t in token_ids]
+
+
+def _deltas(tokenizer, token_ids, text):
+  """text split into one piece per token (their concatenation is text)."""
+  pieces, emitted = [], 0
+  for i in range(len(token_ids)):
+    prefix = tokenizer.decode(token_ids[:i + 1])  # may end in half a character, or go
+    target = max(len(prefix), emitted) if text.startswith(prefix) else emitted  # past text
+    pieces.append(text[emitted:target])
+    emitted = target
+  if pieces:
+    pieces[-1] += text[emitted:]
+  else:
+    pieces = [text]
+  return pieces
+
+
+def _usage(prompts, completions):
+  prompt_tokens = sum(len(p) for p in prompts)
+  completion_tokens = sum(len(c.token_ids) for c in completions)
+  return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+          "total_tokens": prompt_tokens + completion_tokens}
+
+
+def _completion_logprobs(tokenizer, completion):
+  tokens = _token_strings(tokenizer, completion.token_ids)
+  offsets, offset = [], 0
+  for token in tokens:
+    offsets.append(offset)
+    offset += len(token)
+  return {"tokens": tokens, "token_logprobs": list(completion.logprobs),
+          "top_logprobs": [{t: p} for t, p in zip(tokens, completion.logprobs)],
+          "text_offset": offsets}
+
+
+def _chat_logprobs(tokenizer, completion):
+  return {"content": [
+      {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8")),
+       "top_logprobs": []}
+      for token, logprob in zip(_token_strings(tokenizer, completion.token_ids),
+                                completion.logprobs)]}
+
+
+async def completions(server, body):
+  """(reply dict, or a list of SSE chunk dicts when streaming) of POST /v1/completions."""
+  _check_fields(body, COMPLETION_FIELDS)
+  prompts = _prompts(body, server.tokenizer)
+  params = server.sampling_params(body, [len(p) for p in prompts], 16, chat=False)
+  logprobs = _get(body, "logprobs", 0, lambda v: _is_int(v) and 0 <= v <= 1,
+                  "0 or 1 (only the sampled token's log-probability is available)")
+  _get(body, "echo", False, lambda v: v is False, "false (echo is not supported)")
+  _get(body, "suffix", None, lambda v: False, "null (suffix is not supported)")
+  completions_list = await server.generate(prompts, params)
+  choices = []
+  for index, completion in enumerate(completions_list):
+    choice = {"index": index, "text": _text(completion),
+              "logprobs": (_completion_logprobs(server.tokenizer, completion) if logprobs
+                           else None),
+              "finish_reason": completion.finish_reason}
+    if body.get("return_token_ids"):
+      choice["token_ids"] = list(completion.token_ids)
+      choice["prompt_token_ids"] = list(completion.prompt_token_ids)
+    choices.append(choice)
+  reply = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+           "created": int(time.time()), "model": server.model_name, "choices": choices,
+           "usage": _usage(prompts, completions_list)}
+  return _finish(server, body, reply, completions_list, chat=False)
+
+
+async def chat_completions(server, body):
+  """(reply dict, or a list of SSE chunk dicts when streaming) of POST /v1/chat/completions."""
+  _check_fields(body, CHAT_FIELDS)
+  messages = _messages(body)
+  tools = _get(body, "tools", None, lambda v: isinstance(v, list) and all(
+      isinstance(t, dict) for t in v), "a list of tool (function schema) objects")
+  _get(body, "tool_choice", None, lambda v: v in ("auto", "none"),
+       "'auto' or 'none' (tool calls are not parsed)")
+  prompt = server.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                tools=tools)
+  params = server.sampling_params(body, [len(prompt)], server.default_max_tokens, chat=True)
+  logprobs = _get(body, "logprobs", False, lambda v: isinstance(v, bool), "true or false")
+  _get(body, "top_logprobs", 0, lambda v: v == 0,
+       "0 (only the sampled token's log-probability is available)")
+  completions_list = await server.generate([prompt], params)
+  choices = []
+  for index, completion in enumerate(completions_list):
+    choice = {"index": index, "message": {"role": "assistant", "content": _text(completion)},
+              "logprobs": _chat_logprobs(server.tokenizer, completion) if logprobs else None,
+              "finish_reason": completion.finish_reason}
+    if body.get("return_token_ids"):
+      choice["token_ids"] = list(completion.token_ids)
+      choice["prompt_token_ids"] = list(completion.prompt_token_ids)
+    choices.append(choice)
+  reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+           "created": int(time.time()), "model": server.model_name, "choices": choices,
+           "usage": _usage([prompt], completions_list)}
+  return _finish(server, body, reply, completions_list, chat=True)
+
+
+def _finish(server, body, reply, completions_list, chat):
+  server.count("served_requests")
+  server.count("prompt_tokens", reply["usage"]["prompt_tokens"])
+  server.count("completion_tokens", reply["usage"]["completion_tokens"])
+  if not body.get("stream"):
+    return reply
+  return _stream_chunks(server.tokenizer, body, reply, completions_list, chat)
+
+
+def _stream_chunks(tokenizer, body, reply, completions_list, chat):
+  """The SSE chunks of a finished reply: per choice, one per token, then a finishing one."""
+  base = {"id": reply["id"], "created": reply["created"], "model": reply["model"],
+          "object": "chat.completion.chunk" if chat else "text_completion"}
+  include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+  chunks = []
+  for choice, completion in zip(reply["choices"], completions_list):
+    index = choice["index"]
+    text = choice["message"]["content"] if chat else choice["text"]
+    pieces = _deltas(tokenizer, completion.token_ids, text)
+    if chat:
+      chunks.append({**base, "choices": [{"index": index, "delta": {"role": "assistant",
+                                                                     "content": ""},
+                                          "logprobs": None, "finish_reason": None}]})
+    for position, piece in enumerate(pieces):
+      last = position == len(pieces) - 1
+      logprobs = None
+      if choice["logprobs"] is not None and position < len(completion.token_ids):
+        # Each chunk carries its token's entry; the last also carries any remaining ones.
+        take = slice(position, None if last else position + 1)
+        if chat:
+          logprobs = {"content": choice["logprobs"]["content"][take]}
+        else:
+          logprobs = {key: value[take] for key, value in choice["logprobs"].items()}
+      entry = {"index": index, "logprobs": logprobs,
+               "finish_reason": choice["finish_reason"] if last else None}
+      if chat:
+        entry["delta"] = {"content": piece}
+      else:
+        entry["text"] = piece
+      chunks.append({**base, "choices": [entry]})
+  if include_usage:
+    chunks.append({**base, "choices": [], "usage": reply["usage"]})
+  return chunks
+
+
+# ---- HTTP --------------------------------------------------------------------------------
+
+
+def create_app(server):
+  """The FastAPI app of a Server."""
+  try:
+    import fastapi  # pylint: disable=import-outside-toplevel
+    from fastapi import responses  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise ImportError(f"whale_jax.serve needs FastAPI and uvicorn: {SERVE_EXTRA}") from None
+
+  application = fastapi.FastAPI(title="whale_jax.serve", docs_url=None, redoc_url=None)
+
+  def error_reply(error):
+    headers = {"Retry-After": "1"} if error.status == 429 else None
+    return responses.JSONResponse(
+        {"error": {"message": error.message, "type": error.kind, "param": error.param,
+                   "code": error.status}}, status_code=error.status, headers=headers)
+
+  async def handle(request, endpoint):
+    try:
+      raw = await request.body()
+      try:
+        body = json.loads(raw)
+      except ValueError as error:
+        raise RequestError(400, f"The request body is not valid JSON ({error}).") from None
+      result = await endpoint(server, body)
+    except RequestError as error:
+      if error.status != 429:
+        server.count("rejected_requests")
+      return error_reply(error)
+    if isinstance(result, dict):
+      return responses.JSONResponse(result)
+
+    def events():
+      for chunk in result:
+        yield f"data: {json.dumps(chunk)}\n\n"
+      yield "data: [DONE]\n\n"
+    return responses.StreamingResponse(events(), media_type="text/event-stream")
+
+  @application.post("/v1/completions")
+  async def post_completions(request: fastapi.Request):
+    return await handle(request, completions)
+
+  @application.post("/v1/chat/completions")
+  async def post_chat_completions(request: fastapi.Request):
+    return await handle(request, chat_completions)
+
+  @application.get("/v1/models")
+  async def get_models():
+    return {"object": "list", "data": [{"id": server.model_name, "object": "model",
+                                        "created": server.created, "owned_by": "whale_jax",
+                                        "max_model_len": server.max_context}]}
+
+  @application.get("/health")
+  async def get_health():
+    return server.health()
+
+  return application
+
+
+_MODEL = flags.DEFINE_string("model", "embedded", "A Hugging Face model directory, 'embedded' "
+                             "(the demo solver) or 'preset:NAME' (random weights).")
+_TOKENIZER = flags.DEFINE_string("tokenizer", "", "Tokenizer ('byte' or a path); default: the "
+                                 "model directory's.")
+_DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Parameter dtype.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of a preset's random weights.")
+_VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 0, "A preset's vocabulary size (0: the "
+                                   "preset's).")
+_SERVED_NAME = flags.DEFINE_string("served_model_name", "", "The name clients send as "
+                                   "'model' (default: 'embedded', the directory's or preset's "
+                                   "name).")
+_HOST = flags.DEFINE_string("host", "127.0.0.1", "Address to listen on.")
+_PORT = flags.DEFINE_integer("port", 8000, "Port to listen on (0: any free port; the chosen "
+                             "one is printed).")
+_MAX_PENDING = flags.DEFINE_integer("max_pending_requests", 256, "Prompts in the engine or "
+                                    "waiting for it; more get HTTP 429.")
+_MAX_SLOTS = flags.DEFINE_integer("max_slots", 64, "Samples decoded at once (engine slots).")
+_MAX_CONTEXT = flags.DEFINE_integer("max_cache_length", 0, "Longest prompt + max_tokens (0: "
+                                    "the model's max_position_embeddings).")
+_DEFAULT_MAX_TOKENS = flags.DEFINE_integer("default_max_tokens", 1024, "max_tokens of chat "
+                                           "requests that give none.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  try:
+    import uvicorn  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise SystemExit(f"whale_jax.serve needs FastAPI and uvicorn: {SERVE_EXTRA}") from None
+  for name, value in (("max_pending_requests", _MAX_PENDING.value),
+                      ("max_slots", _MAX_SLOTS.value),
+                      ("default_max_tokens", _DEFAULT_MAX_TOKENS.value)):
+    if value < 1:
+      raise app.UsageError(f"--{name}={value} must be >= 1.")
+  # Bind first: a port in use fails before the model loads.
+  listener = socket.socket(socket.AF_INET6 if ":" in _HOST.value else socket.AF_INET)
+  listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+  try:
+    listener.bind((_HOST.value, _PORT.value))
+  except OSError as error:
+    raise SystemExit(f"--host={_HOST.value} --port={_PORT.value}: cannot listen there "
+                     f"({error}); pick another --port (0 = any free one).") from None
+  from whale_jax.sampling import Sampler  # pylint: disable=import-outside-toplevel
+  from whale_jax.sampling import SamplingParams  # pylint: disable=import-outside-toplevel
+  config, params, tokenizer, name = load_model(_MODEL.value, _TOKENIZER.value, _DTYPE.value,
+                                               _SEED.value, _VOCAB_SIZE.value)
+  sampler = Sampler(config, params, tokenizer=tokenizer, max_slots=_MAX_SLOTS.value,
+                    max_cache_length=_MAX_CONTEXT.value or None)
+  sampler.generate([[0]], SamplingParams(max_tokens=2, temperature=0.0))  # compile once
+  server = Server(sampler, tokenizer, _SERVED_NAME.value or name, _MAX_PENDING.value,
+                  _DEFAULT_MAX_TOKENS.value)
+  listener.listen(2048)  # connections wait in the backlog until uvicorn accepts them
+  host, port = listener.getsockname()[:2]
+  print(f"whale_jax.serve: model {server.model_name!r} on http://{host}:{port}/v1",
+        flush=True)
+  uvicorn_server = uvicorn.Server(uvicorn.Config(create_app(server), log_level="warning",
+                                                 timeout_graceful_shutdown=5))
+  try:
+    uvicorn_server.run(sockets=[listener])
+  finally:
+    sampler.close()
+    logging.info("whale_jax.serve: stopped after %d requests.", server.counts["served_requests"])
+
+
+if __name__ == "__main__":
+  app.run(main)
