@@ -4,12 +4,22 @@ Shape letters: B batch, T query length, S key/value length (S == T without a cac
 D model width, N query heads, K key/value heads, G = N // K, H head dim.
 Supported: RoPE, Qwen3 q/k RMSNorm, bias on query/key/value (Qwen2) and output.
 Not supported: sliding windows, logit soft-capping, attention sinks.
+
+Three implementations of the softmax under a causal mask, picked by config.attention
+(causal_attend): attend() (dense: the [B, N, T, S] scores, the plain version every test
+compares against), attend_blockwise() (online softmax over key blocks, with its own backward
+pass; memory linear in T), and the Pallas splash kernel on TPU (splash_attention.py).
 """
+import functools
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
 from whale_jax.models import normalization
 from whale_jax.models import rope
+from whale_jax.models import splash_attention
+from whale_jax.parallel import rules
 
 NEGATIVE_INFINITY = -2.3819763e38  # finite on purpose: a fully masked row stays finite, not NaN
 
@@ -72,7 +82,7 @@ def project(params, config, x, positions):
 
 
 def attend(query, key, value, mask):
-  """Softmax attention of query [B, T, N, H] over key/value [B, S, K, H].
+  """Softmax attention of query [B, T, N, H] over key/value [B, S, K, H] (the dense version).
 
   Args:
     mask: [B, T, S] bool, True where query t may attend to key s.
@@ -111,3 +121,252 @@ def causal_mask(query_index, key_index, key_valid=None, query_segments=None,
   if query_segments is not None:
     mask &= query_segments[:, :, None] == key_segments[:, None, :]
   return mask
+
+
+class CausalMask(NamedTuple):
+  """What a query may see, without the [B, T, S] mask itself.
+
+  Key slots are 0, 1, ..., S - 1 (a sequence or a cache). Query t of row b sits at slot
+  query_index[b, t] and sees key s when s <= query_index[b, t], key_valid[b, s] is true and
+  both are in one segment. `self_attention` is true when the keys are the queries' own tokens
+  (query_index = 0..T-1, no cache), the only case the splash kernel handles.
+  """
+  query_index: jax.Array                 # [B, T] int32
+  key_length: int                        # S
+  key_valid: jax.Array | None = None     # [B, S] bool
+  query_segments: jax.Array | None = None  # [B, T] int
+  key_segments: jax.Array | None = None    # [B, S] int
+  self_attention: bool = False
+
+  def dense(self):
+    """The [B, T, S] bool mask of attend()."""
+    batch_size = self.query_index.shape[0]
+    key_index = jnp.broadcast_to(jnp.arange(self.key_length, dtype=jnp.int32),
+                                 (batch_size, self.key_length))
+    return causal_mask(self.query_index, key_index, self.key_valid, self.query_segments,
+                       self.key_segments)
+
+
+def sequence_mask(length, batch_size, attention_mask=None, segment_ids=None):
+  """CausalMask of a batch of [B, T] sequences attending to themselves (no cache)."""
+  index = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch_size, length))
+  valid = None if attention_mask is None else attention_mask.astype(bool)
+  return CausalMask(index, length, valid, segment_ids, segment_ids, self_attention=True)
+
+
+def implementation(config, mask):
+  """The attention config.attention resolves to for this call: dense, blockwise or splash."""
+  choice = config.attention
+  if choice == "splash" and not (mask.self_attention and splash_attention.supported(
+      config, mask.key_length)):
+    choice = "blockwise"
+  if choice == "auto":
+    if (mask.self_attention and rules.active_platform() == "tpu"
+        and splash_attention.supported(config, mask.key_length)):
+      choice = "splash"
+    elif mask.key_length > config.attention_block_size and mask.query_index.shape[1] > 1:
+      choice = "blockwise"
+    else:
+      choice = "dense"
+  return choice
+
+
+def causal_attend(config, query, key, value, mask):
+  """Attention of query [B, T, N, H] over key/value [B, S, K, H] under a CausalMask, by the
+  implementation config.attention picks (see implementation()). Returns [B, T, N, H]."""
+  choice = implementation(config, mask)
+  if choice == "dense":
+    return attend(query, key, value, mask.dense())
+  if choice == "splash":
+    return splash_attention.attend(query, key, value, mask.query_segments)
+  return attend_blockwise(query, key, value, mask, config.attention_block_size)
+
+
+# Blockwise attention: queries and keys in blocks; per query block, a running maximum m,
+# normalizer l and weighted sum over the key blocks it can see (online softmax), so no more
+# than [block, block] scores exist at once. Its backward pass (custom_vjp) recomputes each
+# block's probabilities from the saved log-normalizer. Key blocks after a query block's last
+# slot are skipped (a loop with a traced trip count), so causal attention does about half the
+# work of the dense version.
+
+
+def _pad_to(x, multiple, axis, value):
+  pad = -x.shape[axis] % multiple
+  if not pad:
+    return x
+  widths = [(0, 0)] * x.ndim
+  widths[axis] = (0, pad)
+  return jnp.pad(x, widths, constant_values=value)
+
+
+def attend_blockwise(query, key, value, mask, block_size=512):
+  """attend() under a CausalMask, never building more than [block, block] scores.
+
+  Queries that see no key at all (left padding) give zeros here; attend() gives the mean of
+  all values there. Neither is used downstream.
+  """
+  batch_size, query_length, num_heads, head_dim = query.shape
+  key_length, num_kv_heads = key.shape[1], key.shape[2]
+  query_block = min(block_size, query_length)
+  key_block = min(block_size, key_length)
+  key_valid = (jnp.ones((batch_size, key_length), bool) if mask.key_valid is None
+               else mask.key_valid.astype(bool))
+  if mask.query_segments is None:
+    query_segments = jnp.zeros((batch_size, query_length), jnp.int32)
+    key_segments = jnp.zeros((batch_size, key_length), jnp.int32)
+  else:
+    query_segments = mask.query_segments.astype(jnp.int32)
+    key_segments = mask.key_segments.astype(jnp.int32)
+  query = query.reshape(batch_size, query_length, num_kv_heads, -1, head_dim)  # [B, T, K, G, H]
+  inputs = (_pad_to(query, query_block, 1, 0), _pad_to(key, key_block, 1, 0),
+            _pad_to(value, key_block, 1, 0),
+            _pad_to(mask.query_index.astype(jnp.int32), query_block, 1, -1),
+            _pad_to(key_valid, key_block, 1, False), _pad_to(query_segments, query_block, 1, 0),
+            _pad_to(key_segments, key_block, 1, 0))
+  encoded = _blockwise(query_block, key_block, *inputs)[:, :query_length]
+  return encoded.reshape(batch_size, query_length, num_heads, head_dim)
+
+
+def _blocks(x, block):
+  """[B, T, ...] -> [T / block, B, block, ...]."""
+  x = x.reshape(x.shape[0], x.shape[1] // block, block, *x.shape[2:])
+  return jnp.swapaxes(x, 0, 1)
+
+
+def _unblocks(x):
+  """[T / block, B, block, ...] -> [B, T, ...]."""
+  x = jnp.swapaxes(x, 0, 1)
+  return x.reshape(x.shape[0], -1, *x.shape[3:])
+
+
+def _key_blocks_seen(query_index, key_block, num_key_blocks):
+  """How many leading key blocks any query of this block (query_index [B, block]) sees."""
+  return jnp.clip(jnp.max(query_index) // key_block + 1, 0, num_key_blocks)
+
+
+def _block_scores(query, key, query_index, key_valid, query_segments, key_segments, start):
+  """Scaled scores [B, K, G, bq, bk] and mask [B, 1, 1, bq, bk] of one block pair."""
+  scores = jnp.einsum("BTKGH,BSKH->BKGTS", query, key, preferred_element_type=jnp.float32)
+  key_index = start + jnp.arange(key.shape[1], dtype=jnp.int32)
+  visible = ((key_index[None, None, :] <= query_index[:, :, None]) & key_valid[:, None, :]
+             & (query_segments[:, :, None] == key_segments[:, None, :]))[:, None, None]
+  return jnp.where(visible, scores, NEGATIVE_INFINITY), visible
+
+
+def _key_slices(key_block, start, *arrays):
+  return [jax.lax.dynamic_slice_in_dim(x, start, key_block, axis=1) for x in arrays]
+
+
+def _forward_blocks(query_block, key_block, query, key, value, query_index, key_valid,
+                    query_segments, key_segments):
+  """(encoded [B, T, K, G, H], log-normalizer [B, K, G, T] float32) of padded inputs."""
+  head_dim = query.shape[-1]
+  num_key_blocks = key.shape[1] // key_block
+  query = query * jnp.asarray(head_dim**-0.5, query.dtype)
+
+  def one_query_block(inputs):
+    query, query_index, query_segments = inputs  # [B, bq, K, G, H], [B, bq], [B, bq]
+    batch_size, block, num_kv_heads, group, _ = query.shape
+    stats = jnp.full((batch_size, num_kv_heads, group, block), NEGATIVE_INFINITY, jnp.float32)
+
+    def key_step(j, carry):
+      maximum, normalizer, total = carry
+      start = j * key_block
+      key_j, value_j, valid_j, segments_j = _key_slices(key_block, start, key, value,
+                                                        key_valid, key_segments)
+      scores, visible = _block_scores(query, key_j, query_index, valid_j, query_segments,
+                                      segments_j, start)
+      new_maximum = jnp.maximum(maximum, jnp.max(scores, axis=-1))
+      probabilities = jnp.where(visible, jnp.exp(scores - new_maximum[..., None]), 0.0)
+      correction = jnp.exp(maximum - new_maximum)
+      normalizer = normalizer * correction + jnp.sum(probabilities, axis=-1)
+      total = total * correction[..., None] + jnp.einsum(
+          "BKGTS,BSKH->BKGTH", probabilities.astype(value.dtype), value_j,
+          preferred_element_type=jnp.float32)
+      return new_maximum, normalizer, total
+
+    carry = (stats, jnp.zeros_like(stats),
+             jnp.zeros((batch_size, num_kv_heads, group, block, head_dim), jnp.float32))
+    maximum, normalizer, total = jax.lax.fori_loop(
+        0, _key_blocks_seen(query_index, key_block, num_key_blocks), key_step, carry)
+    seen = normalizer > 0
+    encoded = jnp.where(seen[..., None], total / jnp.where(seen, normalizer, 1.0)[..., None], 0.0)
+    log_normalizer = jnp.where(seen, maximum + jnp.log(jnp.where(seen, normalizer, 1.0)),
+                               jnp.inf)
+    return jnp.einsum("BKGTH->BTKGH", encoded).astype(value.dtype), log_normalizer
+
+  encoded, log_normalizer = jax.lax.map(one_query_block, (
+      _blocks(query, query_block), _blocks(query_index, query_block),
+      _blocks(query_segments, query_block)))
+  # log_normalizer [T / bq, B, K, G, bq] -> [B, K, G, T]
+  log_normalizer = jnp.einsum("QBKGT->BKGQT", log_normalizer)
+  log_normalizer = log_normalizer.reshape(*log_normalizer.shape[:3], -1)
+  return _unblocks(encoded), log_normalizer
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _blockwise(query_block, key_block, query, key, value, query_index, key_valid,
+               query_segments, key_segments):
+  return _forward_blocks(query_block, key_block, query, key, value, query_index, key_valid,
+                         query_segments, key_segments)[0]
+
+
+def _blockwise_forward(query_block, key_block, *inputs):
+  encoded, log_normalizer = _forward_blocks(query_block, key_block, *inputs)
+  return encoded, (inputs, encoded, log_normalizer)
+
+
+def _blockwise_backward(query_block, key_block, residuals, encoded_cotangent):
+  (query, key, value, query_index, key_valid, query_segments, key_segments), encoded, \
+      log_normalizer = residuals
+  head_dim = query.shape[-1]
+  scale = jnp.asarray(head_dim**-0.5, query.dtype)
+  num_key_blocks = key.shape[1] // key_block
+  scaled_query = query * scale
+  # D = rowsum(dO * O), the softmax backward's per-row term: [B, T, K, G] -> [B, K, G, T].
+  row_terms = jnp.einsum("BTKGH,BTKGH->BKGT", encoded_cotangent.astype(jnp.float32),
+                         encoded.astype(jnp.float32))
+  to_blocks = lambda x: jnp.moveaxis(x.reshape(*x.shape[:3], -1, query_block), 3, 0)
+
+  def one_query_block(carry, inputs):
+    key_grad, value_grad = carry  # [B, S, K, H] float32
+    query, cotangent, query_index, query_segments, log_normalizer, row_term = inputs
+    cotangent = jnp.einsum("BTKGH->BKGTH", cotangent)
+
+    def key_step(j, carry):
+      query_grad, key_grad, value_grad = carry
+      start = j * key_block
+      key_j, value_j, valid_j, segments_j = _key_slices(key_block, start, key, value,
+                                                        key_valid, key_segments)
+      scores, visible = _block_scores(query, key_j, query_index, valid_j, query_segments,
+                                      segments_j, start)
+      probabilities = jnp.where(visible, jnp.exp(scores - log_normalizer[..., None]), 0.0)
+      value_part = jnp.einsum("BKGTS,BKGTH->BSKH", probabilities.astype(cotangent.dtype),
+                              cotangent, preferred_element_type=jnp.float32)
+      probability_grad = jnp.einsum("BKGTH,BSKH->BKGTS", cotangent, value_j,
+                                    preferred_element_type=jnp.float32)
+      score_grad = probabilities * (probability_grad - row_term[..., None])
+      query_grad = query_grad + jnp.einsum("BKGTS,BSKH->BTKGH", score_grad.astype(key_j.dtype),
+                                           key_j, preferred_element_type=jnp.float32)
+      key_part = jnp.einsum("BKGTS,BTKGH->BSKH", score_grad.astype(query.dtype), query,
+                            preferred_element_type=jnp.float32)
+      add = lambda total, part: jax.lax.dynamic_update_slice_in_dim(
+          total, jax.lax.dynamic_slice_in_dim(total, start, key_block, axis=1) + part, start,
+          axis=1)
+      return query_grad, add(key_grad, key_part), add(value_grad, value_part)
+
+    query_grad, key_grad, value_grad = jax.lax.fori_loop(
+        0, _key_blocks_seen(query_index, key_block, num_key_blocks), key_step,
+        (jnp.zeros(query.shape, jnp.float32), key_grad, value_grad))
+    return (key_grad, value_grad), query_grad * scale.astype(jnp.float32)
+
+  zeros = jnp.zeros(key.shape, jnp.float32)
+  (key_grad, value_grad), query_grad = jax.lax.scan(one_query_block, (zeros, zeros), (
+      _blocks(scaled_query, query_block), _blocks(encoded_cotangent, query_block),
+      _blocks(query_index, query_block), _blocks(query_segments, query_block),
+      to_blocks(log_normalizer), to_blocks(row_terms)))
+  return (_unblocks(query_grad).astype(query.dtype), key_grad.astype(key.dtype),
+          value_grad.astype(value.dtype), None, None, None, None)
+
+
+_blockwise.defvjp(_blockwise_forward, _blockwise_backward)

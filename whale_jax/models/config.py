@@ -16,6 +16,10 @@ LAYER_TYPES = ("full_attention", "linear_attention")
 _QWEN3_5_HF_TYPES = ("qwen3_5", "qwen3_5_text")
 SUPPORTED_ROPE_TYPES = ("default", "llama3")
 SUPPORTED_DTYPES = ("float32", "bfloat16")
+# How full attention is computed (models/attention.py): "auto" picks per call and platform.
+ATTENTION_IMPLEMENTATIONS = ("auto", "dense", "blockwise", "splash")
+# What the backward pass of the layer scans keeps (models/decoder.py REMAT_POLICIES).
+REMAT_POLICIES = ("none", "full", "dots", "dots_with_no_batch_dims")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +54,15 @@ class ModelConfig:
       linear_conv_width: "qwen3_5" only: shapes of the Gated DeltaNet layers (the recurrent
       state of one layer is [linear_num_value_heads, linear_key_head_dim,
       linear_value_head_dim]; linear_conv_width is the causal convolution's kernel width).
+    attention: how full attention runs (not exported): "dense" builds the [T, S] scores,
+      "blockwise" is the online-softmax version that keeps only block_size x block_size
+      scores at a time, "splash" is the Pallas TPU kernel (training forward only; other calls
+      fall back to blockwise), "auto" = splash on TPU for training, blockwise when there is
+      more than one key block, else dense.
+    attention_block_size: query and key block length of blockwise attention.
+    remat: what the layer scans keep for the backward pass: "none" (everything), "full"
+      (only each layer's input), "dots" (matmul outputs), "dots_with_no_batch_dims" (matmul
+      outputs without batch dimensions: weight projections, not attention scores).
   """
   vocab_size: int
   num_layers: int
@@ -83,6 +96,9 @@ class ModelConfig:
   linear_key_head_dim: int = 0
   linear_value_head_dim: int = 0
   linear_conv_width: int = 0
+  attention: str = "auto"
+  attention_block_size: int = 512
+  remat: str = "none"
 
   def __post_init__(self):
     for name in ("vocab_size", "num_layers", "embed_dim", "mlp_dim", "num_heads",
@@ -106,6 +122,15 @@ class ModelConfig:
       if getattr(self, name) not in SUPPORTED_DTYPES:
         raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} is not supported; "
                          f"use one of {SUPPORTED_DTYPES}.")
+    if self.attention not in ATTENTION_IMPLEMENTATIONS:
+      raise ValueError(f"ModelConfig.attention={self.attention!r} is not one of "
+                       f"{ATTENTION_IMPLEMENTATIONS}.")
+    if (not isinstance(self.attention_block_size, int) or self.attention_block_size < 8
+        or self.attention_block_size % 8):
+      raise ValueError(f"ModelConfig.attention_block_size={self.attention_block_size!r} must "
+                       "be a positive multiple of 8 (e.g. 512).")
+    if self.remat not in REMAT_POLICIES:
+      raise ValueError(f"ModelConfig.remat={self.remat!r} is not one of {REMAT_POLICIES}.")
     if not isinstance(self.eos_token_ids, tuple):
       object.__setattr__(self, "eos_token_ids", tuple(self.eos_token_ids))
     if not isinstance(self.layer_types, tuple):

@@ -26,6 +26,7 @@ from whale_jax.models import attention
 from whale_jax.models import hybrid_decoder
 from whale_jax.models import kv_cache
 from whale_jax.models import normalization
+from whale_jax.models import remat
 from whale_jax.parallel import rules
 
 
@@ -98,6 +99,7 @@ def _mlp(params, x):
 def _layer(config, params, x, positions, mask, kv_writer=None):
   """One pre-norm transformer block.
 
+  mask: attention.CausalMask of the queries over the keys attention reads.
   kv_writer(key, value) -> (keys, values, state) stores this step's key/value [B, T, K, H] and
   returns what attention reads ([B, S, K, H]) plus a state passed back to the caller.
   Returns:
@@ -109,7 +111,7 @@ def _layer(config, params, x, positions, mask, kv_writer=None):
   state = None
   if kv_writer is not None:
     key, value, state = kv_writer(key, value)
-  encoded = attention.attend(query, key, value, mask)
+  encoded = attention.causal_attend(config, query, key, value, mask)
   x = x + attention.output(params["attention"], config, encoded)
   h = normalization.rms_norm(x, params["mlp_norm"], config.rms_norm_eps)
   return x + _mlp(params["mlp"], h), state
@@ -166,8 +168,7 @@ def hidden_states(params, config, tokens, positions=None, attention_mask=None,
     params = _cast(params, config)
     return hybrid_decoder.hidden_states(params, config, embed(params, config, tokens), positions,
                                         attention_mask, segment_ids)
-  index = jnp.broadcast_to(jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape)
-  mask = attention.causal_mask(index, index, attention_mask, segment_ids, segment_ids)
+  mask = attention.sequence_mask(tokens.shape[1], tokens.shape[0], attention_mask, segment_ids)
   params = _cast(params, config)
   x = embed(params, config, tokens)
 
@@ -175,7 +176,7 @@ def hidden_states(params, config, tokens, positions=None, attention_mask=None,
     x, _ = _layer(config, layer_params, x, positions, mask)
     return x, None
 
-  x, _ = jax.lax.scan(body, x, params["layers"])
+  x, _ = jax.lax.scan(remat.wrap(config, body), x, params["layers"])
   return x
 
 
@@ -215,9 +216,7 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
                                                      cache, positions, num_new_tokens)
     new_cache["length"] = offsets + num_new_tokens
     return unembed(params, config, x), new_cache
-  key_index = jnp.broadcast_to(jnp.arange(cache["key"].shape[2], dtype=jnp.int32),
-                               (batch_size, cache["key"].shape[2]))
-  mask = attention.causal_mask(query_index, key_index)
+  mask = attention.CausalMask(query_index, cache["key"].shape[2])
   params = _cast(params, config)
   x = embed(params, config, tokens)
 

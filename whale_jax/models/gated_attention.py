@@ -74,7 +74,8 @@ def output(params, encoded, gate):
 def apply(params, config, x, positions, mask, kv_writer=None):
   """The whole layer: project, (store key/value), attend, gate, project back.
 
-  kv_writer(key, value) -> (keys, values, state), as in decoder._layer.
+  mask: attention.CausalMask; kv_writer(key, value) -> (keys, values, state), as in
+  decoder._layer.
   Returns:
     (x [B, T, D], state or None)
   """
@@ -82,5 +83,5 @@ def apply(params, config, x, positions, mask, kv_writer=None):
   state = None
   if kv_writer is not None:
     key, value, state = kv_writer(key, value)
-  encoded = attention.attend(query, key, value, mask)
+  encoded = attention.causal_attend(config, query, key, value, mask)
   return output(params, encoded, gate), state

@@ -37,6 +37,7 @@ from whale_jax.models import gated_attention
 from whale_jax.models import kv_cache
 from whale_jax.models import linear_attention
 from whale_jax.models import normalization
+from whale_jax.models import remat
 from whale_jax.parallel import rules
 
 LINEAR, FULL = "linear_attention", "full_attention"
@@ -183,8 +184,7 @@ def hidden_states(params, config, x, positions, attention_mask=None, segment_ids
   state and convolution window where a segment starts.
   """
   batch_size, length, _ = x.shape
-  index = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch_size, length))
-  mask = attention.causal_mask(index, index, attention_mask, segment_ids, segment_ids)
+  mask = attention.sequence_mask(length, batch_size, attention_mask, segment_ids)
   valid = None if attention_mask is None else attention_mask.astype(bool)
   resets = None
   if segment_ids is not None:
@@ -209,7 +209,8 @@ def hidden_states(params, config, x, positions, attention_mask=None, segment_ids
     x, _ = _block(config, layer_params, x, mixer)
     return x, carry
 
-  x, _ = _run_stack(config, params, x, (), {LINEAR: linear_layer, FULL: attention_layer})
+  x, _ = _run_stack(config, params, x, (), {LINEAR: remat.wrap(config, linear_layer),
+                                            FULL: remat.wrap(config, attention_layer)})
   return x
 
 
@@ -226,9 +227,7 @@ def forward_with_cache(params, config, x, cache, positions, num_new_tokens):
   query_index = offsets[:, None] + jnp.arange(length, dtype=jnp.int32)  # [B, T]
   carry = {name: cache[name] for name in kv_cache.layer_leaves(config)}
   if "key" in carry:
-    capacity = cache["key"].shape[2]
-    key_index = jnp.broadcast_to(jnp.arange(capacity, dtype=jnp.int32), (batch_size, capacity))
-    mask = attention.causal_mask(query_index, key_index)
+    mask = attention.CausalMask(query_index, cache["key"].shape[2])
   valid = jnp.arange(length)[None, :] < num_new_tokens[:, None]  # [B, T]
 
   def linear_layer(layer_params, x, carry, index):

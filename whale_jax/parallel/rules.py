@@ -62,6 +62,19 @@ def activate(mesh, rules):
     _ACTIVE.reset(token)
 
 
+def active():
+  """(mesh, rules) set by the innermost activate() block, or None outside one."""
+  return _ACTIVE.get()
+
+
+def active_platform():
+  """Platform ("cpu", "tpu", "gpu") of the active mesh's devices, else jax's default backend."""
+  current = _ACTIVE.get()
+  if current is None:
+    return jax.default_backend()
+  return current[0].devices.flat[0].platform
+
+
 def constrain(x, logical_names):
   """with_sharding_constraint by logical names when rules are active; otherwise x unchanged."""
   active = _ACTIVE.get()
