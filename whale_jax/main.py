@@ -8,6 +8,8 @@ Restarting with the same --workdir resumes the run from its last checkpoint.
 """
 import logging
 
+from whale_jax import quiet  # pylint: disable=unused-import  # before jax and transformers
+
 from absl import app
 from absl import flags
 from absl import logging as absl_logging
