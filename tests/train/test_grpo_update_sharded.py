@@ -12,6 +12,7 @@ import pytest
 
 from tests.train import random_params
 from whale_jax.models import config as config_lib
+from whale_jax.models import decoder
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.train import advantages as advantages_lib
@@ -85,3 +86,17 @@ def test_offloaded_reference_and_microbatched_forward_match():
                                                 num_microbatches=2)
   np.testing.assert_allclose(np.asarray(host(batch)), np.asarray(whole(batch)), rtol=1e-6,
                              atol=1e-6)
+
+
+def test_the_reference_owns_its_buffers():
+  mesh = mesh_lib.make_mesh(data=1, fsdp=4, tensor=2)
+  params = mesh_lib.place(random_params.numpy_params(MODEL), decoder.logical_axes(MODEL), mesh,
+                          rules.TRAIN_RULES)
+  expected = jax.tree.map(np.asarray, params)
+  ref = reference_lib.create(MODEL, params, mesh, rules.TRAIN_RULES)
+  jax.tree.map(lambda x: x.delete(), params)  # as a donated train state would be
+  for actual, value in zip(jax.tree.leaves(ref.params), jax.tree.leaves(expected)):
+    np.testing.assert_array_equal(np.asarray(actual), value)
+  bfloat16 = reference_lib.create(MODEL.replace(compute_dtype="bfloat16"), expected, mesh,
+                                  rules.TRAIN_RULES)
+  assert {x.dtype.name for x in jax.tree.leaves(bfloat16.params)} == {"bfloat16"}
