@@ -155,8 +155,9 @@ def test_printed_output_is_captured(runtime):
 
 
 def test_no_state_survives_from_one_episode_to_the_next(runtime):
-  source = ("import os\nSEEN = []\ndef run(task, llm, tools):\n"
-            "  seen = os.path.exists('note.txt') or bool(SEEN)\n"
+  source = ("SEEN = []\ndef run(task, llm, tools):\n"
+            "  try:\n    seen = open('note.txt').read() == 'x' or bool(SEEN)\n"
+            "  except OSError:\n    seen = bool(SEEN)\n"
             "  open('note.txt', 'w').write('x')\n  SEEN.append(1)\n  return str(seen)\n")
   episodes = [Episode(f"t{i}", {}) for i in range(6)]
   runtime_answers = [t.answer for t in runtime.run_episodes(Harness(source), episodes)]

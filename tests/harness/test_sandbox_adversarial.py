@@ -67,17 +67,29 @@ def attack(runtime, body, task=None, imports="import os, sys, gc, json, socket, 
   return hostile.result()
 
 
-def children_of(pids):
-  """Processes whose parent is one of pids."""
-  found = []
+def process_parents():
+  """{pid: parent pid} of every process on the machine, read from the host's /proc."""
+  parents = {}
   for status in pathlib.Path("/proc").glob("[0-9]*/stat"):
     try:
-      fields = status.read_text().rsplit(")", 1)[1].split()
-    except OSError:
+      parents[int(status.parent.name)] = int(status.read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
       continue
-    if int(fields[1]) in pids:
-      found.append(int(status.parent.name))
+  return parents
+
+
+def descendants(pids):
+  """Every process below one of pids."""
+  parents, found, frontier = process_parents(), set(), set(pids)
+  while frontier:
+    frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+    found |= frontier
   return found
+
+
+def idle_process_count(runtime):
+  """Processes an idle pool keeps below its workers: per worker, bwrap's init and the zygote."""
+  return 2 * len(runtime.worker_pids) if runtime.confinement.namespaced else 0
 
 
 def test_infinite_loop_times_out(runtime):
@@ -102,7 +114,7 @@ def test_fork_bomb_is_refused_and_leaves_no_process(runtime):
   trajectory = attack(runtime, "while True:\n  os.fork()")
   assert trajectory.outcome == "harness_error"
   assert "os.fork is refused" in trajectory.error
-  assert children_of(set(runtime.worker_pids)) == []
+  assert len(descendants(runtime.worker_pids)) == idle_process_count(runtime)
 
 
 def test_deep_recursion_is_a_harness_error(runtime):
@@ -171,7 +183,8 @@ def test_writing_outside_its_directory_is_refused(runtime, canary, write):
   before = snapshot(canary)
   trajectory = attack(runtime, f"CANARY = {str(canary)!r}\n{write}\nreturn 'wrote'")
   assert trajectory.outcome == "harness_error"
-  assert "PermissionError" in trajectory.error
+  # refused by the audit hook, or (inside the namespaces) the folder is not there at all
+  assert "PermissionError" in trajectory.error or "FileNotFoundError" in trajectory.error
   assert snapshot(canary) == before
 
 
@@ -179,8 +192,8 @@ def test_host_environment_is_not_visible(runtime):
   trajectory = attack(runtime, "return json.dumps(dict(os.environ))")
   assert trajectory.outcome == "ok"
   assert SECRET not in trajectory.answer
-  assert set(json.loads(trajectory.answer)) == {
-      "PATH", "LANG", "LC_ALL", "PYTHONHASHSEED", "PYTHONIOENCODING"}
+  assert set(json.loads(trajectory.answer)) - {"PWD"} == {
+      "PATH", "LANG", "LC_ALL", "PYTHONHASHSEED", "PYTHONIOENCODING"}  # bwrap sets PWD
 
 
 def test_reference_answer_cannot_be_found(runtime, canary):
@@ -204,7 +217,8 @@ return json.dumps(found)
   trajectory = attack(runtime, hunt, task={"question": "q1"})
   assert trajectory.outcome == "ok"
   assert REFERENCE_ANSWER not in trajectory.answer
-  assert json.loads(trajectory.answer)[:5] == ["PermissionError"] * 5
+  assert all(error in ("PermissionError", "FileNotFoundError")
+             for error in json.loads(trajectory.answer)[:5])
 
 
 def test_huge_answer_is_refused(runtime):
@@ -318,7 +332,7 @@ def test_all_attacks_at_once_leave_the_pool_serving_and_the_host_unchanged(runti
   assert [t.answer for t in after] == ["benign reply"] * 8
   assert runtime.worker_pids == workers
   assert snapshot(canary) == before
-  assert children_of(set(workers)) == []
+  assert len(descendants(workers)) == idle_process_count(runtime)
 
 
 @pytest.mark.parametrize("call", ["os.pidfd_open(os.getppid())", "os.mkfifo('/tmp/fifo')",

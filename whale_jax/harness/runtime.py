@@ -7,12 +7,16 @@
   future = runtime.submit(harness, episode)                  # Future[Trajectory]
   runtime.close()                                            # or use `with HarnessRuntime(...)`
 
-Each worker is a zygote process (whale_jax/harness/sandbox.py) started as a fresh interpreter,
-never a fork of the host, served by one host thread. Per episode the zygote forks a fresh child
-that confines itself (resource limits, empty working directory, scrubbed environment, audit
-hook; see sandbox.py) and runs the harness, so no state leaks from one episode to the next and a
-timeout kills the child's whole process group without restarting the worker. A worker that dies
-is replaced before its next episode.
+Harness code is treated as able to run arbitrary native code. Each worker is a zygote process
+(whale_jax/harness/sandbox.py) started as a fresh interpreter, never a fork of the host, inside
+bubblewrap's user, PID, network and mount namespaces under a seccomp program
+(whale_jax/harness/confinement.py), served by one host thread. Per episode the zygote forks a
+fresh child that adds its own seccomp program (no processes, exec or signals), resource limits
+and in-process checks (sandbox.py) and runs the harness, so no state leaks from one episode to
+the next and a timeout kills the child without restarting the worker. A worker that dies, or
+cannot clean up after an episode, is replaced before its next episode. Where the machine cannot
+give that confinement the runtime refuses to start (confinement.SandboxUnavailable says what is
+missing), unless allow_weak_sandbox=True.
 
 The host thread answers the child's llm and tools requests (whale_jax/harness/host_calls.py):
 it renders and tokenizes prompts, submits them to the backend and records prompt ids, completion
@@ -28,8 +32,8 @@ the host and the reference answer stays with the caller. Static checks
 rollouts, and the sandbox contains whatever they miss. See whale_jax/harness/trajectory.py for
 the outcome of each episode.
 
-Linux only (prctl, pidfd, /proc). Started as root, episode children drop to uid/gid nobody;
-otherwise they keep the host's user, and the process limit of 0 still stops fork and threads.
+Outcomes come only from what the host observed: its own timers, the zygote's report of the
+child's wait status (on a pipe the child cannot write), and the protocol. Linux only.
 """
 import concurrent.futures
 import dataclasses
@@ -45,6 +49,7 @@ import time
 import traceback
 from typing import Any, Callable, Mapping
 
+from whale_jax.harness import confinement as confinement_lib
 from whale_jax.harness import host_calls
 from whale_jax.harness import sandbox_process
 from whale_jax.harness import static_checks
@@ -101,6 +106,9 @@ class HarnessRuntime:
     start_timeout_seconds: how long a worker may take to start.
     backend_timeout_seconds: longest wait for one backend call before the episode ends as
       infra_error (None: no limit).
+    allow_weak_sandbox: where bubblewrap namespaces or seccomp are unavailable, run harnesses
+      anyway with what there is (logged once as a warning) instead of raising
+      confinement.SandboxUnavailable. Only for code you trust.
   """
 
   def __init__(self, backend, tokenizer, num_workers=4, timeout_seconds=60.0,
@@ -108,7 +116,8 @@ class HarnessRuntime:
                max_open_files=64, max_calls=256, max_answer_chars=100_000,
                max_stdout_chars=20_000, max_message_bytes=16 << 20, max_source_chars=200_000,
                allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
-               start_timeout_seconds=60.0, backend_timeout_seconds=None):
+               start_timeout_seconds=60.0, backend_timeout_seconds=None,
+               allow_weak_sandbox=False):
     if not isinstance(num_workers, int) or num_workers < 1:
       raise ValueError(f"HarnessRuntime(num_workers={num_workers!r}) must be an int >= 1.")
     if not timeout_seconds > 0:
@@ -116,6 +125,7 @@ class HarnessRuntime:
     if memory_bytes < MIN_MEMORY_BYTES:
       raise ValueError(f"HarnessRuntime(memory_bytes={memory_bytes}) is below the "
                        f"{MIN_MEMORY_BYTES} bytes a Python process needs; use at least that.")
+    self.confinement = confinement_lib.confinement_for(allow_weak_sandbox)
     self.backend, self.tokenizer = backend, tokenizer
     self.timeout_seconds = float(timeout_seconds)
     self.max_calls, self.max_source_chars = max_calls, max_source_chars
@@ -127,7 +137,8 @@ class HarnessRuntime:
         "cpu_seconds": int(cpu_seconds or -(-timeout_seconds // 1) + 1),
         "file_size_bytes": int(file_size_bytes), "max_open_files": int(max_open_files),
         "max_answer_chars": int(max_answer_chars), "max_stdout_chars": int(max_stdout_chars),
-        "allowed_imports": sorted(allowed_imports), "host_pid": os.getpid()}
+        "allowed_imports": sorted(allowed_imports),
+        **sandbox_process.sandbox_config(self.confinement)}
     self._queue = queue.SimpleQueue()
     self._sequence = itertools.count()
     self._closed = False
@@ -148,7 +159,7 @@ class HarnessRuntime:
 
   @property
   def worker_pids(self):
-    """Process ids of the live worker (zygote) processes."""
+    """Process ids of the live workers (their bwrap processes, when namespaced)."""
     return [w.process.pid for w in self._workers if w.process and w.process.poll() is None]
 
   def submit(self, harness, episode):
@@ -217,8 +228,9 @@ class _Worker:
 
   def __init__(self, runtime, index):
     self.runtime = runtime
-    self.process = self.channel = self.workdir = self.child = None
-    self.closing = False
+    self.process = self.channel = self.workdir = None
+    self.child_running = self.closing = False
+    self.control_fds = ()
     self.child_lock = threading.Lock()  # close() kills children from another thread
     self.ready = concurrent.futures.Future()
     self.thread = threading.Thread(target=self._serve, name=f"harness-worker-{index}",
@@ -227,45 +239,55 @@ class _Worker:
   def start_process(self):
     """Starts the zygote; returns the allowed imports it could not load."""
     self.workdir = tempfile.mkdtemp(prefix="whale_harness_")
-    control_read, control_write = os.pipe()
+    in_read, in_write = os.pipe()    # control, host -> zygote
+    out_read, out_write = os.pipe()  # control, zygote -> host
     try:
-      self.process = sandbox_process.start("worker", self.workdir, pass_fds=(control_write,))
+      self.process = sandbox_process.start(
+          "worker", self.workdir, self.runtime.confinement, pass_fds=(in_read, out_write),
+          args=(in_read, out_write))
     except BaseException:
-      os.close(control_read)
+      os.close(in_write)
+      os.close(out_read)
       raise
     finally:
-      os.close(control_write)
-    self.control_fd = control_read
-    self.channel = sandbox_process.Channel(self.process, self.runtime.max_message_bytes,
-                                           control_fd=control_read)
-    self.channel.send(dict(self.runtime.worker_config, control_fd=control_write),
-                      SEND_TIMEOUT_SECONDS)
+      os.close(in_read)
+      os.close(out_write)
+    self.control_fds = (in_write, out_read)
+    self.channel = sandbox_process.Channel(
+        self.process.stdin.fileno(), self.process.stdout.fileno(),
+        self.runtime.max_message_bytes, control_read_fd=out_read, control_write_fd=in_write)
+    self.channel.send(self.runtime.worker_config, SEND_TIMEOUT_SECONDS, control=True)
     source, message = self.channel.receive(self.runtime.start_timeout_seconds)
     if source != "control" or message["type"] != "ready":
       raise RuntimeError(f"The harness worker sent {message!r} instead of 'ready'.")
     return message["missing"]
 
-  def set_child(self, pid):
+  def set_child(self):
     with self.child_lock:
-      self.child = sandbox_process.ProcessHandle(pid)
+      self.child_running = True
 
   def kill_child(self):
+    """Asks the zygote to SIGKILL the running child; stops the whole worker if it cannot."""
     with self.child_lock:
-      if self.child is not None:
-        self.child.kill()
+      if not self.child_running or self.channel is None:
+        return
+      try:
+        self.channel.send({"type": "kill"}, 1.0, control=True)
+        return
+      except (EOFError, TimeoutError):
+        pass
+    sandbox_process.kill_group(self.process and self.process.pid)
 
   def forget_child(self):
     with self.child_lock:
-      if self.child is not None:
-        self.child.close()
-        self.child = None
+      self.child_running = False
 
   def stop_process(self):
-    self.kill_child()
     self.forget_child()
     sandbox_process.stop(self.process)
-    if self.process is not None:
-      os.close(self.control_fd)
+    for fd in self.control_fds:
+      os.close(fd)
+    self.control_fds = ()
     self.process = self.channel = None
     if self.workdir:
       shutil.rmtree(self.workdir, ignore_errors=True)
@@ -310,7 +332,7 @@ class _Worker:
                "task": episode.task, "tool_names": sorted(episode.tools),
                "random_seed": f"{episode.task_id}:{episode.sampling.seed}"}
     try:
-      self.channel.send(message, SEND_TIMEOUT_SECONDS)
+      self.channel.send(message, SEND_TIMEOUT_SECONDS, control=True)
     except (EOFError, TimeoutError) as error:
       self.stop_process()
       return run.finish("infra_error", f"The harness worker did not take the episode: {error}")
@@ -353,7 +375,7 @@ class _EpisodeRun:
       try:
         source, message = worker.channel.receive(budget)
       except TimeoutError:
-        if waiting_for_exit or worker.child is None:
+        if waiting_for_exit or not worker.child_running:
           self._condemn("timeout", self._timeout_text())
           worker.stop_process()  # the zygote itself is stuck: replace it
           return self._decide(None)
@@ -379,12 +401,17 @@ class _EpisodeRun:
           self.sandbox_seconds += time.monotonic() - before
       if source == "control":
         if message["type"] == "started":
-          worker.set_child(int(message["pid"]))
+          worker.set_child()
           if worker.closing:
             self._condemn("infra_error", "The runtime was closed during the episode.")
         elif message["type"] == "exit":
           worker.forget_child()
-          return self._decide(message)
+          trajectory = self._decide(message)
+          if message.get("retire"):
+            worker.stop_process()  # it could not remove what the harness left
+          elif worker.channel is not None:
+            worker.channel.discard_data()  # nothing of this episode reaches the next one
+          return trajectory
         continue
       if self.verdict is not None:
         continue  # the child is being killed; whatever it still sent does not count
@@ -411,7 +438,9 @@ class _EpisodeRun:
       if self.verdict is None:
         try:
           self.worker.channel.send(reply, SEND_TIMEOUT_SECONDS)
-        except (EOFError, TimeoutError):
+        except EOFError:
+          pass  # every reader is gone, the zygote included: its control pipe's end decides
+        except TimeoutError:
           self._condemn("harness_error", "The harness stopped reading the host's replies.")
     else:
       self._condemn("harness_error", f"The harness sent an unknown message type {kind!r}.")
@@ -454,6 +483,8 @@ class _EpisodeRun:
       return self.finish(*self.verdict)
     if exit_message.get("compile_error"):
       return self.finish("harness_error", exit_message["compile_error"])
+    if exit_message.get("confine_error"):  # reported by the zygote before the harness ran
+      return self.finish("infra_error", str(exit_message["confine_error"]))
     status = int(exit_message["status"])
     result = self.result or {}
     if result.get("type") == "done" and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
@@ -462,8 +493,7 @@ class _EpisodeRun:
         return self.finish("ok", answer=answer)
       return self.finish("harness_error", "The harness sent a non-str answer.")
     if result.get("type") == "failed":
-      outcome = "infra_error" if result.get("infra") else "harness_error"
-      return self.finish(outcome, str(result.get("error", "")))
+      return self.finish("harness_error", str(result.get("error", "")))
     cpu_limit = self.runtime.worker_config["cpu_seconds"]
     if os.WIFSIGNALED(status) and (
         os.WTERMSIG(status) == signal.SIGXCPU or
@@ -472,7 +502,8 @@ class _EpisodeRun:
                          "time and was killed.")
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
       return self.finish("infra_error", "The episode's process was killed by SIGKILL from "
-                         "outside the runtime (e.g. the kernel's out-of-memory killer).")
+                         "outside the runtime: no other episode can signal it, so the kernel "
+                         "(e.g. its out-of-memory killer) or the machine's operator did.")
     return self.finish("harness_error", f"The harness process {_describe_status(status)} "
                        "without returning from run() (os._exit, a crash such as a C stack "
                        "overflow from deep recursion, or a signal).")

@@ -1,47 +1,54 @@
-"""The sandboxed side of the process boundary: confinement, the episode worker, the code runner.
+"""The sandboxed side of the process boundary: the episode worker, the code runner, in-process checks.
 
 Standard library only, and it never imports whale_jax: the host starts this file as a script,
-`python -S -s -B sandbox.py worker` (or `exec`), with a scrubbed environment, and talks to it in
-JSON lines over its stdin/stdout (whale_jax/harness/sandbox_process.py is the host side).
+`python -S -s -B sandbox.py worker CONTROL_IN CONTROL_OUT` (or `exec`), normally inside the
+bubblewrap namespaces and seccomp program of whale_jax/harness/confinement.py, with a scrubbed
+environment, and talks to it in JSON lines (whale_jax/harness/sandbox_process.py is the host
+side).
 
 worker  A zygote. It preloads the importable modules, then serves episodes one at a time: it
-        compiles the harness (cached by content hash), forks a fresh child per episode and reports
-        the child's wait status once it is gone. The child confines itself and runs
-        `run(task, llm, tools)`; each llm or tools call is a JSON request answered by the host.
+        compiles the harness (cached by content hash), forks a fresh child per episode, kills it
+        when the host asks, and reports the child's wait status once it is gone. The child
+        confines itself and runs `run(task, llm, tools)`; each llm or tools call is a JSON
+        request answered by the host.
 exec    Runs one snippet of Python (the python tool), confined the same way, and writes one JSON
         line with its captured stdout and stderr.
 
-Confinement, in order: a process group of its own, death when its parent dies, a fresh empty
-working directory, privileges dropped to nobody when started as root, resource limits (address
-space, CPU seconds, no new processes or threads, file size, open files, no core files), the
-few os/signal functions that reach other processes or make files without an audit event
-(_UNAUDITED_FUNCTIONS) deleted, imports limited to the preloaded modules, and an audit hook that
-refuses sockets, subprocesses, fork/exec/spawn, signals to other processes, ctypes, tracing,
-code-object construction, raising resource limits, and every open, listing or change of a path
-outside the working directory. The hook's state is immutable and lives in its default
-arguments, which CPython only lets code replace through an audited attribute write that the
-hook itself refuses. Audit hooks are not a boundary against native code; the limits, the
-dropped privileges and the refusal of ctypes and code construction are what keep a harness
-from reaching any.
+The boundary is the operating system's: namespaces (no network, no other processes, a mount view
+of the Python runtime read-only and one writable folder) and seccomp, which hold against native
+code. What the child adds in-process are early refusals with readable errors, not a boundary:
+in order, death when its parent dies, a fresh empty working directory (and /tmp), privileges
+dropped to nobody when started as root outside a namespace, the child seccomp program (no new
+processes or threads, no exec, no signals or scheduling changes aimed at other processes;
+plus the base program when there are no namespaces), resource limits (address space, CPU
+seconds, no new processes, file size, open files, no core files), a few os/signal functions
+deleted (_UNAUDITED_FUNCTIONS), `import` limited to the allowed modules (even ones already
+loaded), and an audit hook refusing sockets, subprocesses, signals, ctypes, tracing,
+code-object construction and paths outside the working directory and /tmp.
 
-Protocol, one JSON object per line. Data messages travel on stdin/stdout, which a child
-shares with its zygote; control messages travel on a pipe that only the zygote holds (each child
-closes it first thing), so a harness cannot forge them.
-  host -> worker    {"type": "config", ...limits, "control_fd", "host_pid"}   (data)
-  worker -> host    {"type": "ready", "missing"}                              (control)
+Channels. stdin/stdout carry data: requests from the current child and the host's replies
+(the worker never reads them; it drains stale bytes before each episode). CONTROL_IN and
+CONTROL_OUT are pipes that only the worker holds (each child closes them first thing), so a
+harness can neither forge nor read control messages; nor can it signal, trace or inspect the
+worker (seccomp, and no /proc in the mount view).
+  host -> worker    {"type": "config", ...limits, "host_pid", "seccomp_programs"}  (control)
+  worker -> host    {"type": "ready", "missing"}                                    (control)
   host -> worker    {"type": "episode", "harness_hash", "source", "task", "tool_names",
-                     "random_seed"}                                           (data)
-  worker -> host    {"type": "started", "pid"}                                (control)
+                     "random_seed"}                                                 (control)
+  worker -> host    {"type": "started", "pid"}                                      (control)
+  host -> worker    {"type": "kill"}          (control; SIGKILL to the current child, if any)
   child -> host     {"type": "llm", "method": "chat" | "generate", "messages" | "prompt",
                      "tools", "sampling"}  or  {"type": "tool", "name", "args", "kwargs"}
   host -> child     {"type": "reply", "ok": true, "value"} or
                     {"type": "reply", "ok": false, "error_type", "error"}
-  child -> host     {"type": "done", "answer", "stdout"} or
-                    {"type": "failed", "error", "stdout", "infra"}
-  worker -> host    {"type": "exit", "status", "cpu_seconds", "compile_error"}  (control; the
-                     child's os.wait status, sent once the child is reaped)
+  child -> host     {"type": "done", "answer", "stdout"} or {"type": "failed", "error", "stdout"}
+  worker -> host    {"type": "exit", "status", "cpu_seconds", "compile_error",
+                     "confine_error", "retire"}   (control; the child's os.wait status, sent
+                     once it is reaped; retire: the worker could not clean up and is leaving)
 """
 import ast
+import base64
+import builtins
 import collections
 import gc
 import importlib
@@ -51,6 +58,7 @@ import json
 import linecache
 import os
 import resource
+import select
 import shutil
 import signal
 import sys
@@ -68,6 +76,10 @@ CODE_FILENAME = "<code>"
 COMPILE_CACHE_SIZE = 64
 MAX_ERROR_CHARS = 4000
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SOCK_FILTER_BYTES = 8
 
 _REFUSED_EVENTS = frozenset({
     "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.chdir", "os.chroot",
@@ -97,10 +109,14 @@ _UNAUDITED_FUNCTIONS = ("pidfd_open", "pidfd_send_signal", "mkfifo", "mknod", "s
 _PROTECTED_FUNCTION_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 
 
-def _make_audit_hook(workdir):
-  """An audit hook confining the process to workdir; all it uses is bound in its defaults."""
+def _make_audit_hook(workdir, other_roots=()):
+  """An audit hook keeping the process's paths inside workdir (or other_roots); all it uses is
+  bound in its defaults."""
+  roots = (workdir,) + tuple(other_roots)
+  prefixes = tuple(root + "/" for root in roots)
 
-  def audit_hook(event, args, _workdir=workdir, _refused=_REFUSED_EVENTS,
+  def audit_hook(event, args, _workdir=workdir, _roots=roots, _root_prefixes=prefixes,
+                 _refused=_REFUSED_EVENTS,
                  _prefixes=_REFUSED_PREFIXES, _path_events=_PATH_EVENTS,
                  _two_path_events=_TWO_PATH_EVENTS, _protected=_PROTECTED_FUNCTION_ATTRIBUTES,
                  _type=type, _str=str, _bytes=bytes, _int=int, _len=len,
@@ -141,9 +157,9 @@ def _make_audit_hook(workdir):
           continue
         parts.append(part)
       normalized = "/" + _join("/", parts)
-      if normalized != _workdir and not _startswith(normalized, _workdir + "/"):
+      if normalized not in _roots and not _startswith(normalized, _root_prefixes):
         raise _error(f"{event} on {normalized!r} is refused: a harness may only touch files "
-                     f"inside its own working directory ({_workdir}).")
+                     f"inside its own working directory ({_join(', ', _roots)}).")
 
   return audit_hook
 
@@ -157,6 +173,28 @@ class _RefuseNewImports:
   def find_spec(self, name, path=None, target=None):
     raise ImportError(f"import of {name!r} is refused inside the harness sandbox; importable "
                       f"modules: {self.allowed}.", name=name)
+
+
+def _restricted_import(allowed_imports):
+  """An __import__ for the untrusted code's builtins: allowed modules (and their submodules)
+  only, whether or not they are loaded already."""
+  allowed = frozenset(allowed_imports)
+  allowed_text = ", ".join(sorted(allowed))
+
+  def restricted_import(name, globals=None, locals=None, fromlist=(), level=0,  # pylint: disable=redefined-builtin
+                        _import=builtins.__import__, _allowed=allowed):
+    if level or name.partition(".")[0] not in _allowed:
+      raise ImportError(f"import of {name!r} is refused inside the harness sandbox; importable "
+                        f"modules: {allowed_text}.", name=name)
+    return _import(name, globals, locals, fromlist, 0)
+
+  return restricted_import
+
+
+def _untrusted_builtins(allowed_imports):
+  namespace = dict(builtins.__dict__)
+  namespace["__import__"] = _restricted_import(allowed_imports)
+  return namespace
 
 
 class _BoundedText(io.TextIOBase):
@@ -195,6 +233,20 @@ class _Channel:
     view = memoryview(data)
     while view:
       view = view[os.write(self.write_fd, view):]
+
+  def pending(self):
+    """Reads once (the fd is readable) and returns the complete messages, or None at EOF."""
+    chunk = os.read(self.read_fd, 1 << 16)
+    if not chunk:
+      return None
+    self.buffer += chunk
+    messages = []
+    while (end := self.buffer.find(b"\n")) >= 0:
+      line = bytes(self.buffer[:end])
+      del self.buffer[:end + 1]
+      if line.strip():
+        messages.append(json.loads(line))
+    return messages
 
   def receive(self):
     """The next message, or None when the host closed the pipe."""
@@ -321,6 +373,37 @@ def _load_prctl():
   return prctl
 
 
+def _seccomp_programs(encoded_programs):
+  """struct sock_fprog pointers (with the buffers they point into) for prctl(PR_SET_SECCOMP)."""
+  if not encoded_programs:
+    return []
+  import ctypes  # pylint: disable=import-outside-toplevel
+
+  class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+  programs = []
+  for encoded in encoded_programs:
+    code = base64.b64decode(encoded)
+    buffer = ctypes.create_string_buffer(code, len(code))
+    fprog = SockFprog(len(code) // SOCK_FILTER_BYTES, ctypes.addressof(buffer))
+    programs.append((ctypes.addressof(fprog), fprog, buffer))
+  return programs
+
+
+def _install_seccomp(prctl, programs):
+  """Installs the seccomp programs on this process, irreversibly (OSError on failure)."""
+  if not programs:
+    return
+  if prctl is None:
+    raise OSError("prctl is unavailable, so the seccomp program cannot be installed")
+  if prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+  for address, _, _ in programs:
+    if prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, address, 0, 0) != 0:
+      raise OSError("prctl(PR_SET_SECCOMP) failed")
+
+
 def _preload(allowed_imports):
   """Imports every allowed module now; returns the names that could not be imported."""
   missing = []
@@ -332,19 +415,25 @@ def _preload(allowed_imports):
   return missing
 
 
-def _confine(workdir, config, parent_pid, prctl):
-  """Confines this process to a fresh workdir. Irreversible; see the module docstring."""
+def _confine(workdir, config, parent_pid, prctl, programs, tmpdir=None):
+  """Confines this process to a fresh workdir (and tmpdir). Irreversible; see the module
+  docstring."""
   _set_parent_death_signal(prctl)
-  if os.getppid() != parent_pid:
+  if parent_pid is not None and os.getppid() != parent_pid:
     os._exit(4)  # the parent died before the death signal was armed
   os.mkdir(workdir, 0o700)
-  if os.geteuid() == 0:
-    os.chown(workdir, NOBODY, NOBODY)
+  if tmpdir is not None:
+    os.mkdir(tmpdir, 0o700)
+  if os.geteuid() == 0:  # no namespace: drop to nobody
+    for path in (workdir, tmpdir):
+      if path is not None:
+        os.chown(path, NOBODY, NOBODY)
   os.chdir(workdir)
   if os.geteuid() == 0:
     os.setgroups([])
     os.setgid(NOBODY)
     os.setuid(NOBODY)
+  _install_seccomp(prctl, programs)
   signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large file fails with EFBIG instead
   memory_bytes, cpu_seconds = config["memory_bytes"], config["cpu_seconds"]
   resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
@@ -359,7 +448,8 @@ def _confine(workdir, config, parent_pid, prctl):
       if module is not None and hasattr(module, name):
         delattr(module, name)
   sys.meta_path.insert(0, _RefuseNewImports(config["allowed_imports"]))
-  sys.addaudithook(_make_audit_hook(os.getcwd()))
+  roots = () if tmpdir is None else ("/tmp", tmpdir)
+  sys.addaudithook(_make_audit_hook(os.getcwd(), roots))
 
 
 def _redirect_standard_fds():
@@ -372,18 +462,27 @@ def _redirect_standard_fds():
   return _Channel(read_fd, write_fd)
 
 
-def _run_episode_child(channel, config, message, code, workdir, parent_pid, prctl):
+def _drain(fd):
+  """Discards whatever is waiting on fd (bytes a dead child left unread)."""
+  while select.select([fd], [], [], 0)[0]:
+    if not os.read(fd, 1 << 16):
+      return
+
+
+def _run_episode_child(channel, private_fds, status_fd, config, message, code, paths, parent_pid,
+                       prctl, programs):
   """Runs in the forked child: confine, execute the harness, report, exit. Never returns."""
   exit_process = os._exit
-  os.close(config["control_fd"])
+  for fd in private_fds:
+    os.close(fd)
   os.setpgid(0, 0)
   stdout = _BoundedText(config["max_stdout_chars"])
   try:
-    _confine(workdir, config, parent_pid, prctl)
+    _confine(paths[0], config, parent_pid, prctl, programs, paths[1])
   except BaseException as error:  # pylint: disable=broad-except
-    channel.send({"type": "failed", "infra": True, "stdout": "",
-                  "error": f"sandbox confinement failed: {error!r}"})
+    os.write(status_fd, f"sandbox confinement failed: {error!r}".encode()[:4096])
     exit_process(0)
+  os.close(status_fd)  # end of the confinement report: the harness can no longer write to it
   sys.stdout = sys.stderr = stdout
   if "random" in sys.modules:  # the same stream for every harness run on this task and seed
     sys.modules["random"].seed(message["random_seed"])
@@ -391,6 +490,7 @@ def _run_episode_child(channel, config, message, code, workdir, parent_pid, prct
   try:
     module = types.ModuleType("harness")
     module.__file__ = HARNESS_FILENAME
+    module.__builtins__ = _untrusted_builtins(config["allowed_imports"])
     sys.modules["harness"] = module  # dataclasses and friends look the module up there
     exec(code, module.__dict__)  # pylint: disable=exec-used
     run = module.__dict__.get("run")
@@ -430,53 +530,138 @@ def _compile(cache, harness_hash, source):
   return code, None
 
 
-def _serve_worker():
-  channel = _redirect_standard_fds()
+def _clear_folder(root):
+  """Removes everything inside root; True when it is empty afterwards."""
+  for name in os.listdir(root):
+    path = os.path.join(root, name)
+    try:
+      if os.path.isdir(path) and not os.path.islink(path):
+        for folder, _, _ in os.walk(path):
+          os.chmod(folder, 0o700)  # a harness may have made its folders unreadable
+        shutil.rmtree(path)
+      else:
+        os.unlink(path)
+    except OSError:
+      pass
+  return not os.listdir(root)
+
+
+def _wait_for_child(control, pid, status_fd):
+  """Serves kill requests until the child is gone; returns (wait status, rusage, confinement
+  error text). Returns None as status when the host went away (the child is killed)."""
+  try:
+    pidfd = os.pidfd_open(pid)
+  except OSError:
+    pidfd = None
+  report, status_open = bytearray(), True
+  try:
+    while True:
+      fds = [control.read_fd] + ([pidfd] if pidfd is not None else []) + (
+          [status_fd] if status_open else [])
+      readable, _, _ = select.select(fds, [], [], None if pidfd is not None else 0.05)
+      if status_fd in readable:
+        chunk = os.read(status_fd, 4096)
+        report += chunk
+        status_open = bool(chunk) and len(report) < 4096
+      if control.read_fd in readable:
+        messages = control.pending()
+        if messages is None or any(m.get("type") == "kill" for m in messages):
+          try:
+            if pidfd is not None:
+              signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            else:
+              os.kill(pid, signal.SIGKILL)
+          except ProcessLookupError:
+            pass
+          if messages is None:
+            os.wait4(pid, 0)
+            return None, None, ""
+      if pidfd is None or pidfd in readable:
+        reaped, status, usage = os.wait4(pid, 0 if pidfd is not None else os.WNOHANG)
+        if reaped:
+          while status_open and len(report) < 4096:  # the child is gone: all it wrote is here
+            chunk = os.read(status_fd, 4096)
+            report += chunk
+            status_open = bool(chunk)
+          return status, usage, report.decode("utf-8", "replace")
+  finally:
+    if pidfd is not None:
+      os.close(pidfd)
+
+
+def _serve_worker(control_in_fd, control_out_fd):
+  data = _redirect_standard_fds()
   prctl = _load_prctl()
-  config = channel.receive()
-  control = _Channel(None, config["control_fd"])
-  _set_parent_death_signal(prctl)
-  if os.getppid() != config["host_pid"]:
+  control = _Channel(control_in_fd, control_out_fd)
+  config = control.receive()
+  if config is None:
     return
+  _set_parent_death_signal(prctl)
+  host_pid = config.get("host_pid")
+  if host_pid is not None and os.getppid() != host_pid:
+    return
+  if prctl is not None:
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # its memory and /proc files are not its children's
   missing = _preload(config["allowed_imports"])
+  programs = _seccomp_programs(config.get("seccomp_programs"))
   root = os.getcwd()
-  os.chmod(root, 0o711)  # nobody may enter its own episode folder, not list the others
+  namespaced = config.get("namespaced", False)
+  if not namespaced:
+    os.chmod(root, 0o711)  # nobody may enter its own episode folder, not list the others
+  private_fds = (control_in_fd, control_out_fd)
   cache = collections.OrderedDict()
   control.send({"type": "ready", "missing": missing})
   for count in itertools.count(1):
-    message = channel.receive()
+    message = control.receive()
     if message is None:
       return
     if message.get("type") != "episode":
-      continue  # a reply for a child that had already died
+      continue  # a kill for a child that had already died
     code, error = _compile(cache, message["harness_hash"], message["source"])
     if error is not None:
       control.send({"type": "exit", "status": 0, "cpu_seconds": 0.0, "compile_error": error})
       continue
     linecache.cache[HARNESS_FILENAME] = (len(message["source"]), None,
                                          message["source"].splitlines(True), HARNESS_FILENAME)
-    workdir = os.path.join(root, f"episode-{count}")
+    if namespaced:  # the folder is this worker's alone; /tmp points into it
+      paths = (os.path.join(root, "episode"), os.path.join(root, "tmp"))
+    else:
+      paths = (os.path.join(root, f"episode-{count}"), None)
+    _drain(data.read_fd)
+    status_read, status_write = os.pipe()
     zygote_pid = os.getpid()
     gc.freeze()  # keeps the collector from touching (and so copying) the zygote's pages
     pid = os.fork()
     if pid == 0:
       try:
-        _run_episode_child(channel, config, message, code, workdir, zygote_pid, prctl)
+        os.close(status_read)
+        _run_episode_child(data, private_fds, status_write, config, message, code, paths,
+                           zygote_pid, prctl, programs)
       finally:
         os._exit(5)
     gc.unfreeze()
+    os.close(status_write)
     try:
       os.setpgid(pid, pid)
     except OSError:
       pass
     control.send({"type": "started", "pid": pid})
-    _, status, usage = os.wait4(pid, 0)
     try:
-      os.rmdir(workdir)  # the common case: the harness wrote no files
-    except OSError:
-      shutil.rmtree(workdir, ignore_errors=True)
+      status, usage, confine_error = _wait_for_child(control, pid, status_read)
+    finally:
+      os.close(status_read)
+    if status is None:
+      return  # the host is gone
+    if namespaced:
+      clean = _clear_folder(root)
+    else:
+      shutil.rmtree(paths[0], ignore_errors=True)
+      clean = not os.path.exists(paths[0])
     control.send({"type": "exit", "status": status,
-                  "cpu_seconds": usage.ru_utime + usage.ru_stime})
+                  "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                  "confine_error": confine_error, "retire": not clean})
+    if not clean:
+      return  # what the harness left cannot be removed: the host replaces this worker
 
 
 def _run_code():
@@ -485,8 +670,11 @@ def _run_code():
   prctl = _load_prctl()
   config = channel.receive()
   missing = _preload(config["allowed_imports"])
+  programs = _seccomp_programs(config.get("seccomp_programs"))
   stdout, stderr = (_BoundedText(config["max_output_chars"]) for _ in range(2))
-  _confine(os.path.join(os.getcwd(), "run"), config, config["host_pid"], prctl)
+  root = os.getcwd()
+  tmpdir = os.path.join(root, "tmp") if config.get("namespaced") else None
+  _confine(os.path.join(root, "run"), config, config.get("host_pid"), prctl, programs, tmpdir)
   sys.stdout, sys.stderr = stdout, stderr
   status = "ok"
   start = time.monotonic()
@@ -497,7 +685,8 @@ def _run_code():
     echo = (config["echo_last_expression"] and tree.body and
             isinstance(tree.body[-1], ast.Expr))
     body = ast.Module(body=tree.body[:-1] if echo else tree.body, type_ignores=[])
-    namespace = {"__name__": "__main__"}
+    namespace = {"__name__": "__main__",
+                 "__builtins__": _untrusted_builtins(config["allowed_imports"])}
     exec(compile(body, CODE_FILENAME, "exec"), namespace)  # pylint: disable=exec-used
     if echo:
       value = eval(compile(ast.Expression(tree.body[-1].value), CODE_FILENAME, "eval"),  # pylint: disable=eval-used
@@ -514,9 +703,9 @@ def _run_code():
 
 
 if __name__ == "__main__":
-  if sys.argv[1:] == ["worker"]:
-    _serve_worker()
+  if sys.argv[1:2] == ["worker"] and len(sys.argv) == 4:
+    _serve_worker(int(sys.argv[2]), int(sys.argv[3]))
   elif sys.argv[1:] == ["exec"]:
     _run_code()
   else:
-    sys.exit(f"usage: {sys.argv[0]} worker|exec")
+    sys.exit(f"usage: {sys.argv[0]} worker CONTROL_IN CONTROL_OUT | exec")

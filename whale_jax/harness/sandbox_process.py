@@ -1,26 +1,31 @@
 """The host side of a sandboxed process: start it, talk to it in JSON lines, kill it.
 
-  process = sandbox_process.start("worker", workdir)     # python -S -s -B sandbox.py worker
-  channel = sandbox_process.Channel(process, max_message_bytes=16 << 20, control_fd=None)
+  confinement = confinement_lib.confinement_for(allow_weak_sandbox=False)
+  process = sandbox_process.start("worker", workdir, confinement, args=(...), pass_fds=(...))
+  channel = sandbox_process.Channel(process.stdin.fileno(), process.stdout.fileno(),
+                                    max_message_bytes=16 << 20)
   channel.send({"type": "config", ...}, timeout_seconds=5)
   source, message = channel.receive(timeout_seconds=1.0)  # TimeoutError, EOFError, ...
-  sandbox_process.kill_group(process.pid)
+  sandbox_process.stop(process)
 
-The process is a fresh interpreter (exec, never a fork of the host, which may hold JAX state) in
-a session of its own, with SCRUBBED_ENVIRONMENT as its whole environment (a fixed hash seed, no
-HOME or TMPDIR: tempfile falls back to the working directory), stdin/stdout as its protocol pipes and stderr
-discarded. Everything it sends is untrusted: messages are size-limited and must be JSON objects
-with a "type".
+The process is a fresh interpreter (exec, never a fork of the host, which may hold JAX state)
+inside bubblewrap's namespaces with the base seccomp program (whale_jax/harness/confinement.py;
+without them only when weak confinement was allowed), in a session of its own, with
+SCRUBBED_ENVIRONMENT as its whole environment (a fixed hash seed, no HOME or TMPDIR),
+stdin/stdout as its data pipes and stderr discarded. Killing the bwrap process kills the whole
+namespace (--die-with-parent). Everything it sends is untrusted: messages are size-limited and
+must be JSON objects with a "type".
 """
+import base64
 import json
 import os
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
-SANDBOX_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox.py")
 READ_CHUNK_BYTES = 1 << 16
 
 
@@ -32,13 +37,39 @@ SCRUBBED_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C
                         "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}
 
 
-def start(mode, workdir, use_site_packages=False, pass_fds=()):
-  """Starts `sandbox.py mode` ("worker" or "exec") in workdir; returns the Popen."""
+def sandbox_config(confinement):
+  """The config entries telling sandbox.py how it is confined."""
+  return {"namespaced": confinement.namespaced,
+          "host_pid": None if confinement.namespaced else os.getpid(),
+          "seccomp_programs": [base64.b64encode(program).decode()
+                               for program in confinement.child_programs()]}
+
+
+def start(mode, workdir, confinement, use_site_packages=False, pass_fds=(), args=()):
+  """Starts `sandbox.py mode *args` ("worker" or "exec") confined in workdir; returns the
+  Popen (whose pid is bwrap's when namespaced)."""
   flags = ["-B", "-s"] + ([] if use_site_packages else ["-S"])
-  return subprocess.Popen(  # pylint: disable=consider-using-with
-      [sys.executable, *flags, SANDBOX_SCRIPT, mode], stdin=subprocess.PIPE,
-      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
-      env=dict(SCRUBBED_ENVIRONMENT), start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds))
+  python_argv = [sys.executable, *flags, "SANDBOX", mode, *[str(arg) for arg in args]]
+  fds = list(pass_fds)
+  program_fd = None
+  if confinement.namespaced:
+    from whale_jax.harness import confinement as confinement_lib  # pylint: disable=import-outside-toplevel
+    program_fd, write_fd = os.pipe()
+    try:
+      os.write(write_fd, confinement_lib.base_program())  # a few KiB: fits the pipe
+    finally:
+      os.close(write_fd)
+    fds.append(program_fd)
+  try:
+    return subprocess.Popen(  # pylint: disable=consider-using-with
+        confinement.wrap(python_argv, workdir, program_fd, SCRUBBED_ENVIRONMENT,
+                         use_site_packages),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
+        env=dict(SCRUBBED_ENVIRONMENT), start_new_session=True, close_fds=True,
+        pass_fds=tuple(fds))
+  finally:
+    if program_fd is not None:
+      os.close(program_fd)
 
 
 def kill_group(pid):
@@ -52,49 +83,8 @@ def kill_group(pid):
       pass
 
 
-class ProcessHandle:
-  """A process that is not the host's child (an episode's child of a zygote), pinned by a
-  pidfd so that a kill can never reach another process that reused its pid."""
-
-  def __init__(self, pid):
-    self.pid = pid
-    try:
-      self.pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-      self.pidfd = None
-
-  def alive(self):
-    if self.pidfd is None:
-      return True
-    try:
-      signal.pidfd_send_signal(self.pidfd, 0)
-      return True
-    except ProcessLookupError:
-      return False
-
-  def kill(self):
-    """SIGKILL to its process group and to it, if it still runs."""
-    if self.pidfd is None:
-      kill_group(self.pid)
-      return
-    if self.alive():
-      try:
-        os.killpg(self.pid, signal.SIGKILL)
-      except (ProcessLookupError, PermissionError):
-        pass
-      try:
-        signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-      except ProcessLookupError:
-        pass
-
-  def close(self):
-    if self.pidfd is not None:
-      os.close(self.pidfd)
-      self.pidfd = None
-
-
 def stop(process, timeout_seconds=5.0):
-  """Kills a started process's group and reaps it."""
+  """Kills a started process's group (with bwrap, its whole namespace) and reaps it."""
   if process is None:
     return
   kill_group(process.pid)
@@ -161,30 +151,41 @@ class Channel:
 
   Input comes from two pipes: "data" (the process's stdout, which an episode's child shares)
   and optionally "control" (a pipe only the trusted zygote holds). receive() prefers control.
+  Output goes to data (stdin) or, with control=True, to the control input pipe.
   """
 
-  def __init__(self, process, max_message_bytes, control_fd=None):
-    self.write_fd = process.stdin.fileno()
-    os.set_blocking(self.write_fd, False)
-    self._data = _LineBuffer(process.stdout.fileno(), max_message_bytes)
-    self._control = None if control_fd is None else _LineBuffer(control_fd, max_message_bytes)
+  def __init__(self, data_write_fd, data_read_fd, max_message_bytes, control_read_fd=None,
+               control_write_fd=None):
+    self._writers = {False: data_write_fd, True: control_write_fd}
+    self._locks = {False: threading.Lock(), True: threading.Lock()}
+    for fd in (data_write_fd, control_write_fd):
+      if fd is not None:
+        os.set_blocking(fd, False)
+    self._data = _LineBuffer(data_read_fd, max_message_bytes)
+    self._control = (None if control_read_fd is None else
+                     _LineBuffer(control_read_fd, max_message_bytes))
 
-  def send(self, message, timeout_seconds):
+  def send(self, message, timeout_seconds, control=False):
     """Writes one message; raises TimeoutError if the process stops reading, EOFError if gone."""
+    write_fd = self._writers[control]
     view = memoryview(json.dumps(message).encode() + b"\n")
     deadline = time.monotonic() + timeout_seconds
-    while view:
-      remaining = deadline - time.monotonic()
-      if remaining <= 0:
-        raise TimeoutError("the sandboxed process stopped reading its input")
-      _, writable, _ = select.select([], [self.write_fd], [], remaining)
-      if writable:
+    with self._locks[control]:
+      while view:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+          raise TimeoutError("the sandboxed process stopped reading its input")
         try:
-          view = view[os.write(self.write_fd, view):]
-        except BlockingIOError:
-          continue
-        except OSError as error:
-          raise EOFError("the sandboxed process closed its input") from error
+          _, writable, _ = select.select([], [write_fd], [], remaining)
+        except (OSError, ValueError) as error:
+          raise EOFError("the sandboxed process's input is closed") from error
+        if writable:
+          try:
+            view = view[os.write(write_fd, view):]
+          except BlockingIOError:
+            continue
+          except OSError as error:
+            raise EOFError("the sandboxed process closed its input") from error
 
   def receive(self, timeout_seconds):
     """The next message as (source, dict), source being "control" or "data".
@@ -225,3 +226,11 @@ class Channel:
       if not readable:
         return None
       self._data.fill()
+
+  def discard_data(self):
+    """Drops every data byte sent so far, partial lines included (between two episodes)."""
+    self._data.data.clear()
+    self._data.discarding = False
+    while not self._data.closed and select.select([self._data.fd], [], [], 0)[0]:
+      self._data.fill()
+      self._data.data.clear()

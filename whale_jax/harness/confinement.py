@@ -1,0 +1,298 @@
+"""Operating-system confinement of sandboxed processes: bubblewrap namespaces plus seccomp.
+
+  confinement = confinement_for(allow_weak_sandbox=False)  # SandboxUnavailable if it cannot
+  argv = confinement.wrap(python_argv, workdir, seccomp_fd)  # bwrap ... -- python ...
+  programs = confinement.child_programs()                  # seccomp programs a child installs
+
+Every sandboxed interpreter (a harness worker and its per-episode children, a python-tool
+run) starts inside `bwrap` with
+  - new user, PID, network, IPC, UTS and cgroup namespaces: uid/gid 65534 with no capabilities,
+    no further user namespaces (--disable-userns), no network interface but its own loopback,
+    no other process visible but its own namespace's;
+  - a mount view of a read-only /usr (system libraries), the Python runtime (sys.base_prefix,
+    plus sys.prefix when site-packages are wanted) read-only, the sandbox script read-only at
+    /opt/whale_sandbox, a minimal /dev, the host's per-process work folder writable at /work
+    (/sandbox) and /tmp a link into it; no /proc, /sys, /etc, home folders or data folders;
+  - the seccomp program BASE_DENIED (errno EPERM), installed by bwrap before the interpreter
+    starts; a worker's per-episode child adds CHILD_DENIED itself before any harness code runs
+    (the worker needs fork and signals for its children; the child needs neither).
+The programs are compiled by libseccomp (libseccomp.so.2, called through ctypes: the Debian
+python3-seccomp bindings belong to the system interpreter, not to ours).
+
+When bwrap, user namespaces or libseccomp are missing, confinement_for raises
+SandboxUnavailable saying what is missing and how to provide it, unless allow_weak_sandbox: then
+the processes run with what there is (seccomp installed by the process itself when libseccomp
+loads; in-process checks, resource limits and a dropped uid otherwise) and a warning is logged
+once per process and reason.
+"""
+import ctypes
+import ctypes.util
+import dataclasses
+import errno
+import functools
+import os
+import shutil
+import subprocess
+import sys
+
+from absl import logging
+
+SANDBOX_DIR = "/opt/whale_sandbox"  # where the sandbox script appears inside the namespace
+WORK_DIR = "/sandbox"               # the host's per-process folder, writable, inside it
+TMP_LINK_TARGET = WORK_DIR + "/tmp"
+SANDBOX_UID = 65534
+PROBE_TIMEOUT_SECONDS = 20.0
+
+# Syscalls no sandboxed process needs: other processes' memory, mounts and namespaces, kernel
+# interfaces (BPF, keyrings, modules, kexec, io_uring, perf), the network, the clock, the tty.
+BASE_DENIED = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp",
+    "pidfd_getfd", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare", "setns", "bpf",
+    "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "kexec_load", "kexec_file_load", "reboot", "init_module", "finit_module", "delete_module",
+    "keyctl", "add_key", "request_key", "socket", "socketpair", "connect", "bind", "listen",
+    "accept", "accept4", "acct", "swapon", "swapoff", "quotactl", "quotactl_fd", "syslog",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "vhangup", "lookup_dcookie",
+    "open_by_handle_at", "name_to_handle_at", "fanotify_init", "iopl", "ioperm", "uselib",
+    "personality", "migrate_pages", "move_pages", "sethostname", "setdomainname")
+# Added in a worker's per-episode child: no new processes or threads, no program execution,
+# no signals or scheduling changes aimed at any process (the worker is its parent).
+CHILD_DENIED = (
+    "clone", "clone3", "fork", "vfork", "execve", "execveat", "kill", "tkill", "tgkill",
+    "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal", "setpriority",
+    "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "ioprio_set",
+    "get_robust_list")
+NAMESPACE_CLONE_FLAGS = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000000,
+                         0x10000000, 0x20000000, 0x40000000)  # CLONE_NEWTIME ... CLONE_NEWNET
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+
+_SCMP_ACT_ALLOW = 0x7FFF0000
+_SCMP_CMP_NE, _SCMP_CMP_EQ, _SCMP_CMP_MASKED_EQ = 1, 4, 7
+_INSTALL_HINT_BWRAP = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; "
+                       "Fedora: `dnf install bubblewrap`) so that `bwrap` is on PATH")
+_INSTALL_HINT_SECCOMP = "install libseccomp (Debian/Ubuntu: `apt-get install libseccomp2`)"
+_WEAK_HINT = ("or, only on a machine where you trust the harness code, pass "
+              "HarnessRuntime(allow_weak_sandbox=True) (config: runtime.allow_weak_sandbox=True) "
+              "to run with in-process checks and resource limits only")
+_warned = set()
+
+
+class SandboxUnavailable(RuntimeError):
+  """This machine cannot confine untrusted code and weak confinement was not allowed."""
+
+
+def _errno_action(code):
+  return 0x00050000 | (code & 0xFFFF)
+
+
+class _ArgCompare(ctypes.Structure):
+  _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+              ("datum_b", ctypes.c_uint64)]
+
+
+@functools.lru_cache(maxsize=None)
+def _libseccomp():
+  """libseccomp through ctypes, or None when it cannot be loaded."""
+  name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+  try:
+    library = ctypes.CDLL(name, use_errno=True)
+  except OSError:
+    return None
+  library.seccomp_init.restype = ctypes.c_void_p
+  library.seccomp_init.argtypes = [ctypes.c_uint32]
+  library.seccomp_release.argtypes = [ctypes.c_void_p]
+  library.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+  library.seccomp_syscall_resolve_name.restype = ctypes.c_int
+  library.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                             ctypes.c_uint, ctypes.POINTER(_ArgCompare)]
+  library.seccomp_rule_add_array.restype = ctypes.c_int
+  library.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+  library.seccomp_export_bpf.restype = ctypes.c_int
+  return library
+
+
+def _compile(rules):
+  """A classic-BPF seccomp program (bytes) from [(syscall name, errno, [(arg, op, a, b)])].
+
+  Default action: allow. Syscalls this kernel's libseccomp does not know are skipped.
+  """
+  library = _libseccomp()
+  context = library.seccomp_init(_SCMP_ACT_ALLOW)
+  if not context:
+    raise OSError("seccomp_init failed")
+  try:
+    for name, code, comparisons in rules:
+      number = library.seccomp_syscall_resolve_name(name.encode())
+      if number < 0:
+        continue
+      array = (_ArgCompare * max(1, len(comparisons)))(*[_ArgCompare(*c) for c in comparisons])
+      result = library.seccomp_rule_add_array(context, _errno_action(code), number,
+                                              len(comparisons), array)
+      if result < 0:
+        raise OSError(-result, f"seccomp_rule_add({name}): {os.strerror(-result)}")
+    fd = os.memfd_create("whale-seccomp")
+    try:
+      result = library.seccomp_export_bpf(context, fd)
+      if result < 0:
+        raise OSError(-result, f"seccomp_export_bpf: {os.strerror(-result)}")
+      os.lseek(fd, 0, os.SEEK_SET)
+      chunks = []
+      while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+      return b"".join(chunks)
+    finally:
+      os.close(fd)
+  finally:
+    library.seccomp_release(context)
+
+
+@functools.lru_cache(maxsize=None)
+def base_program():
+  """The seccomp program every sandboxed process runs under (BASE_DENIED and friends)."""
+  rules = [(name, errno.EPERM, []) for name in BASE_DENIED]
+  rules += [("clone", errno.EPERM, [(0, _SCMP_CMP_MASKED_EQ, flag, flag)])
+            for flag in NAMESPACE_CLONE_FLAGS]
+  rules += [("clone3", errno.ENOSYS, [])]  # its flags are out of reach: libc falls back to clone
+  rules += [("ioctl", errno.EPERM, [(1, _SCMP_CMP_EQ, request, 0)])
+            for request in (TIOCSTI, TIOCLINUX)]
+  return _compile(rules)
+
+
+@functools.lru_cache(maxsize=None)
+def child_program():
+  """The seccomp program a worker's per-episode child adds (CHILD_DENIED; prlimit on itself
+  only)."""
+  rules = [(name, errno.EPERM, []) for name in CHILD_DENIED]
+  rules += [("prlimit64", errno.EPERM, [(0, _SCMP_CMP_NE, 0, 0)])]
+  return _compile(rules)
+
+
+def _bwrap_args(workdir, use_site_packages):
+  """bwrap's options for a sandbox whose writable folder is workdir."""
+  args = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
+          "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--clearenv",
+          "--ro-bind", "/usr", "/usr"]
+  for name in ("lib", "lib64", "lib32", "libx32", "bin"):
+    path = "/" + name
+    if os.path.islink(path):
+      args += ["--symlink", os.readlink(path), path]
+    elif os.path.isdir(path):
+      args += ["--ro-bind", path, path]
+  if os.path.exists("/etc/ld.so.cache"):
+    args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+  roots = [os.path.realpath(sys.base_prefix)]
+  if use_site_packages:  # the venv as itself (for its pyvenv.cfg) and where it really lies
+    roots += [sys.prefix, os.path.realpath(sys.prefix)]
+  for root in dict.fromkeys(roots):
+    if root != "/usr" and not root.startswith("/usr/"):
+      args += ["--ro-bind", root, root]
+  sandbox_dir = os.path.dirname(os.path.abspath(__file__))
+  args += ["--ro-bind", os.path.join(sandbox_dir, "sandbox.py"), SANDBOX_DIR + "/sandbox.py",
+           "--dev", "/dev", "--bind", workdir, WORK_DIR, "--symlink", TMP_LINK_TARGET, "/tmp",
+           "--chdir", WORK_DIR, "--remount-ro", "/"]
+  return args
+
+
+@dataclasses.dataclass(frozen=True)
+class Confinement:
+  """How sandboxed processes are confined on this machine.
+
+  Attributes:
+    bwrap: path of bwrap, or "" when processes run without namespaces (weak).
+    seccomp: whether libseccomp is available (the programs are then installed).
+    missing: what is missing, "" when confinement is complete.
+  """
+  bwrap: str
+  seccomp: bool
+  missing: str = ""
+
+  @property
+  def namespaced(self):
+    return bool(self.bwrap)
+
+  def wrap(self, python_argv, workdir, seccomp_fd, environment, use_site_packages=False):
+    """The argv running python_argv (python, flags, "SANDBOX", mode...) confined in workdir,
+    with exactly the given environment.
+
+    "SANDBOX" in python_argv stands for the sandbox script's path as the process sees it.
+    """
+    if not self.namespaced:
+      script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox.py")
+      return [script if arg == "SANDBOX" else arg for arg in python_argv]
+    python = os.path.realpath(python_argv[0]) if not use_site_packages else python_argv[0]
+    command = [python] + [SANDBOX_DIR + "/sandbox.py" if arg == "SANDBOX" else arg
+                          for arg in python_argv[1:]]
+    variables = [arg for name, value in sorted(environment.items())
+                 for arg in ("--setenv", name, value)]
+    return ([self.bwrap] + _bwrap_args(workdir, use_site_packages) + variables +
+            ["--unsetenv", "PWD", "--seccomp", str(seccomp_fd), "--"] + command)
+
+  def child_programs(self):
+    """The seccomp programs a sandboxed process installs itself, outermost first."""
+    if not self.seccomp:
+      return []
+    return [child_program()] if self.namespaced else [base_program(), child_program()]
+
+
+def _probe_bwrap(bwrap):
+  """"" when bwrap can start a confined interpreter here, else what went wrong."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  workdir = tempfile.mkdtemp(prefix="whale_probe_")
+  read_fd, write_fd = os.pipe()
+  try:
+    os.write(write_fd, base_program())
+    os.close(write_fd)
+    write_fd = None
+    argv = ([bwrap] + _bwrap_args(workdir, False) + ["--seccomp", str(read_fd), "--",
+            os.path.realpath(sys.executable), "-S", "-s", "-B", "-c", "print('confined')"])
+    try:
+      result = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS,
+                              pass_fds=(read_fd,), env={"PATH": "/usr/bin:/bin"}, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+      return f"bwrap ({bwrap}) could not run: {error}"
+    if result.returncode != 0 or result.stdout.strip() != b"confined":
+      stderr = result.stderr.decode(errors="replace").strip()[-500:]
+      return (f"bwrap ({bwrap}) could not create the namespaces (exit {result.returncode}: "
+              f"{stderr or 'no message'}); this needs root or unprivileged user namespaces "
+              "(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0) and "
+              "a kernel with PID and network namespaces")
+    return ""
+  finally:
+    os.close(read_fd)
+    if write_fd is not None:
+      os.close(write_fd)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _detect(bwrap):
+  """The Confinement this machine can give, bwrap being the path found on PATH (or None)."""
+  seccomp = _libseccomp() is not None
+  if not seccomp:
+    return Confinement("", False, f"libseccomp is not loadable ({_INSTALL_HINT_SECCOMP})")
+  if sys.platform != "linux":
+    return Confinement("", seccomp, f"namespaces need Linux; this is {sys.platform}")
+  if not bwrap:
+    return Confinement("", seccomp, f"bwrap was not found on PATH ({_INSTALL_HINT_BWRAP})")
+  problem = _probe_bwrap(bwrap)
+  return Confinement("" if problem else bwrap, seccomp, problem)
+
+
+def confinement_for(allow_weak_sandbox=False):
+  """This machine's Confinement; raises SandboxUnavailable when it is incomplete, unless
+  allow_weak_sandbox (then it logs a warning once per reason)."""
+  confinement = _detect(shutil.which("bwrap"))
+  if not confinement.missing:
+    return confinement
+  if not allow_weak_sandbox:
+    raise SandboxUnavailable(
+        "Refusing to run untrusted harness code: this machine cannot confine it: "
+        f"{confinement.missing}. Provide that, {_WEAK_HINT}.")
+  if confinement.missing not in _warned:
+    _warned.add(confinement.missing)
+    logging.warning("runtime.allow_weak_sandbox=True: running untrusted code WITHOUT "
+                    "operating-system confinement (%s). In-process checks and resource "
+                    "limits are not a security boundary against native code.",
+                    confinement.missing)
+  return confinement
