@@ -1,7 +1,7 @@
 """grpo_update on a real decoder and an 8-device mesh: the first step of a batch clips nothing
 and has no KL, later steps clip and drift; the reference copy survives the donated train state;
-an offloaded (pinned host) reference gives the same logprobs; the micro-batched forward equals
-the whole one. The first test compiles a sharded train step (slow); the linear-softmax tests
+an offloaded (pinned host) reference gives the same logprobs; the sharded and micro-batched
+forward equals the whole unsharded one. The first test compiles a sharded train step (slow); the linear-softmax tests
 in test_grpo_update.py check the same properties in the default run."""
 import functools
 
@@ -18,6 +18,7 @@ from whale_jax.parallel import rules
 from whale_jax.train import advantages as advantages_lib
 from whale_jax.train import grpo
 from whale_jax.train import grpo_update
+from whale_jax.train import logprobs as logprobs_lib
 from whale_jax.train import packing
 from whale_jax.train import reference as reference_lib
 from whale_jax.train import step as step_lib
@@ -86,6 +87,9 @@ def test_offloaded_reference_and_microbatched_forward_match():
                                                 num_microbatches=2)
   np.testing.assert_allclose(np.asarray(host(batch)), np.asarray(whole(batch)), rtol=1e-6,
                              atol=1e-6)
+  unsharded = jax.jit(logprobs_lib.token_logprobs, static_argnums=1)(params, MODEL, batch)
+  np.testing.assert_allclose(np.asarray(whole(batch)), np.asarray(unsharded), rtol=1e-5,
+                             atol=1e-5)
 
 
 def test_the_reference_owns_its_buffers():
