@@ -1,8 +1,8 @@
 """grpo_update on a real decoder and an 8-device mesh: the first step of a batch clips nothing
 and has no KL, later steps clip and drift; the reference copy survives the donated train state;
 an offloaded (pinned host) reference gives the same logprobs; the sharded and micro-batched
-forward equals the whole unsharded one. The first test compiles a sharded train step (slow); the linear-softmax tests
-in test_grpo_update.py check the same properties in the default run."""
+forward equals the unsharded one. The first test compiles a sharded train step (slow); the
+linear-softmax tests in test_grpo_update.py check the same properties in the default run."""
 import functools
 
 import jax
