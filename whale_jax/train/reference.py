@@ -36,7 +36,7 @@ class Reference:
 
 
 def supports_pinned_host(mesh):
-  """True when every device of mesh offers pinned host memory (TPU, GPU and CPU do in JAX 0.10)."""
+  """True when every device of mesh offers pinned host memory (JAX 0.10 on CPU does)."""
   for device in mesh.devices.flat:
     try:
       kinds = {memory.kind for memory in device.addressable_memories()}
