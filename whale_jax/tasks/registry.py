@@ -5,6 +5,7 @@
   "math"                     math files, or reasoning-gym arithmetic offline (math_domain)
   "chess"                    Lichess puzzle CSV, or generated mates offline (chess_domain)
   "docqa"                    OfficeQA CSV + parsed corpus, or generated bulletins (docqa_domain)
+  "toolflow"                 AutomationBench tasks, or generated app workflows (toolflow_domain)
   "reasoning_gym:<dataset>"  any reasoning-gym dataset (reasoning_gym_domain)
 Keyword arguments are the chosen builder's.
 """
@@ -14,9 +15,11 @@ from whale_jax.tasks.math_domain import math_domain
 from whale_jax.tasks.reasoning_gym_domain import reasoning_gym_domain
 from whale_jax.tasks.searchqa_domain import searchqa_domain
 from whale_jax.tasks.searchqa_domain import synthetic_qa_domain
+from whale_jax.tasks.toolflow_domain import toolflow_domain
 
 BUILDERS = {"searchqa": searchqa_domain, "synthetic_qa": synthetic_qa_domain,
-            "math": math_domain, "chess": chess_domain, "docqa": docqa_domain}
+            "math": math_domain, "chess": chess_domain, "docqa": docqa_domain,
+            "toolflow": toolflow_domain}
 REASONING_GYM_PREFIX = "reasoning_gym:"
 
 
