@@ -1,6 +1,8 @@
 """Learning-rate schedules against hand-computed values; AdamW against a numpy loop."""
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from whale_jax.train import optimizer as optimizer_lib
@@ -95,3 +97,46 @@ def test_adamw_with_clipping_and_decay_mask_matches_numpy():
 def test_config_errors_name_the_key(fields, words):
   with pytest.raises(ValueError, match=words):
     optimizer_lib.OptimizerConfig(**fields)
+
+
+def test_bfloat16_params_keep_float32_moments_and_master_weights():
+  """Steps below bfloat16's resolution accumulate in the float32 master copy; the bfloat16
+  parameters are its rounding. Reference: optax's own AdamW on float32 parameters."""
+  rng = np.random.default_rng(0)
+  params32 = {"embedding": (1.0 + 0.1 * rng.normal(size=(6, 4))).astype(np.float32),
+              "unembedding": (1.0 + 0.1 * rng.normal(size=(4, 6))).astype(np.float32)}
+  params16 = jax.tree.map(lambda p: jnp.asarray(p, jnp.bfloat16), params32)
+  start32 = jax.tree.map(lambda p: np.asarray(p.astype(jnp.float32)), params16)
+  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(learning_rate=1e-3,
+                                                                max_grad_norm=None))
+  reference = optax.adamw(1e-3, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.0)
+  state, current, naive = optimizer.init(params16), params16, params16
+  reference_state, expected = reference.init(start32), start32
+  naive_state = reference.init(params16)
+  adam = state.inner[-1][0]
+  assert adam.mu["embedding"].dtype == jnp.float32 and adam.nu["embedding"].dtype == jnp.float32
+  for _ in range(8):
+    grads = {name: np.sign(rng.normal(size=value.shape)).astype(np.float32) + 0.5
+             for name, value in params32.items()}
+    updates, state = optimizer.update(grads, state, current)
+    current = optax.apply_updates(current, updates)
+    reference_updates, reference_state = reference.update(grads, reference_state, expected)
+    expected = optax.apply_updates(expected, reference_updates)
+    naive_updates, naive_state = reference.update(grads, naive_state, naive)
+    naive = optax.apply_updates(naive, naive_updates)
+  for name in params32:
+    assert current[name].dtype == jnp.bfloat16
+    np.testing.assert_allclose(state.master[name], expected[name], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(current[name], np.float32),
+                               np.asarray(jnp.asarray(expected[name], jnp.bfloat16), np.float32),
+                               rtol=0, atol=2**-7)  # within one bfloat16 step near 1
+    # Each step (1e-3) is below half a bfloat16 step near 1: updating the bfloat16 weights
+    # directly leaves them where they started, the master copy moves them.
+    np.testing.assert_array_equal(np.asarray(naive[name], np.float32), start32[name])
+    assert np.any(np.asarray(current[name], np.float32) != start32[name])
+
+
+def test_float32_params_keep_no_master_copy():
+  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig())
+  state = optimizer.init({"embedding": np.zeros((2, 3), np.float32)})
+  assert state.master is None

@@ -99,7 +99,7 @@ def test_sharded_adamw_state_matches_unsharded_after_two_steps():
                        num_steps=2)
   # Adam's moments are smooth in the gradient; compare them tightly, the params loosely
   # (m / sqrt(v) is ill-conditioned where a gradient is ~0).
-  adam_expected, adam_actual = expected["opt_state"][1][0], actual["opt_state"][1][0]
+  adam_expected, adam_actual = expected["opt_state"].inner[1][0], actual["opt_state"].inner[1][0]
   for moment in ("mu", "nu"):
     for a, e in zip(jax.tree.leaves(getattr(adam_actual, moment)),
                     jax.tree.leaves(getattr(adam_expected, moment))):
@@ -140,7 +140,7 @@ def test_optimizer_state_is_sharded_like_the_params():
   optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig())
   mesh = mesh_lib.make_mesh(data=1, fsdp=4, tensor=2)
   shardings = train_state.shardings(MODEL, optimizer, mesh, rules.TRAIN_RULES)
-  adam = shardings["opt_state"][1][0]
+  adam = shardings["opt_state"].inner[1][0]
   assert adam.mu["layers"]["attention"]["query"].spec == PartitionSpec(None, "fsdp", "tensor",
                                                                        None)
   assert adam.nu["embedding"].spec == PartitionSpec("tensor", "fsdp")

@@ -13,8 +13,15 @@ Schedule, for step s = 0, 1, ... (the step the update is applied at):
 Weight decay applies to weight matrices only: never to norms, biases, the input embedding or
 per-head vectors.
 Gradients are clipped to a global norm of max_grad_norm before Adam sees them.
+
+Precision: Adam's moments are kept in state_dtype (float32 by default) whatever the parameter
+dtype. With master_weights and parameters in a narrower dtype (bfloat16), the optimizer state
+also holds a float32 copy of the parameters: updates are applied to that copy and the
+parameters are its rounding, so steps smaller than bfloat16's resolution (a learning rate of
+1e-7 on weights near 1) still add up instead of being rounded away.
 """
 import dataclasses
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,8 +43,13 @@ class OptimizerConfig:
   epsilon: float = 1e-8
   weight_decay: float = 0.0
   max_grad_norm: float | None = 1.0
+  state_dtype: str = "float32"
+  master_weights: bool = True
 
   def __post_init__(self):
+    if self.state_dtype not in ("float32", "bfloat16"):
+      raise ValueError(f"config.optimizer.state_dtype={self.state_dtype!r} must be 'float32' or "
+                       "'bfloat16'.")
     if not self.learning_rate >= 0:
       raise ValueError(f"config.optimizer.learning_rate={self.learning_rate} must be >= 0.")
     if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
@@ -96,8 +108,47 @@ def weight_decay_mask(params):
   return jax.tree_util.tree_map_with_path(decays, params)
 
 
+class PrecisionState(NamedTuple):
+  """State of in_state_dtype(): the inner transformation's, and the float32 master copy of
+  the parameters (None when the parameters are float32 already or master weights are off)."""
+  inner: Any
+  master: Any
+
+
+def in_state_dtype(inner, state_dtype="float32", master_weights=True):
+  """Runs inner on gradients and parameters cast to state_dtype, so its state is kept in it.
+
+  Updates come out in state_dtype; optax.apply_updates adds them in that dtype and rounds the
+  sum to each parameter's own dtype.
+  """
+  dtype = jnp.dtype(state_dtype)
+  cast = lambda tree: jax.tree.map(lambda x: x.astype(dtype), tree)
+
+  def keeps_master(params):
+    return master_weights and any(jnp.dtype(leaf.dtype) != dtype and
+                                  jnp.dtype(leaf.dtype).itemsize < dtype.itemsize
+                                  for leaf in jax.tree.leaves(params))
+
+  def init(params):
+    wide = cast(params)
+    return PrecisionState(inner.init(wide), wide if keeps_master(params) else None)
+
+  def update(grads, state, params=None):
+    base = state.master if state.master is not None else (
+        None if params is None else cast(params))
+    updates, inner_state = inner.update(cast(grads), state.inner, base)
+    master = None
+    if state.master is not None:
+      master = jax.tree.map(jnp.add, state.master, updates)
+      updates = jax.tree.map(lambda new, old: new - old.astype(dtype), master, params)
+    return updates, PrecisionState(inner_state, master)
+
+  return optax.GradientTransformation(init, update)
+
+
 def make(optimizer_config):
-  """The optax transformation: clip by global norm, then AdamW under the schedule."""
+  """The optax transformation: clip by global norm, then AdamW under the schedule, with its
+  state (and master weights) in optimizer_config.state_dtype."""
   parts = []
   if optimizer_config.max_grad_norm is not None:
     parts.append(optax.clip_by_global_norm(optimizer_config.max_grad_norm))
@@ -106,4 +157,5 @@ def make(optimizer_config):
                            eps=optimizer_config.epsilon,
                            weight_decay=optimizer_config.weight_decay,
                            mask=weight_decay_mask))
-  return optax.chain(*parts)
+  return in_state_dtype(optax.chain(*parts), optimizer_config.state_dtype,
+                        optimizer_config.master_weights)
