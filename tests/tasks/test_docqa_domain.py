@@ -268,3 +268,22 @@ def test_gold_never_reaches_the_sandbox(domain, sent_to_sandbox):
     for instance in instances:
       assert instance.reference["answer"] not in message
     assert '"source_files"' not in message and '"difficulty"' not in message
+
+
+def test_compact_h0_uses_tags_and_short_prompts():
+  domain = tasks.get_domain("docqa", seed=3, num_issues=4, seed_harness="docqa_compact",
+                            split_sizes={"weight": 20, "harness": 4, "validation": 4, "test": 8})
+  instances = domain.splits()["test"][:2]
+  def reply(prompt):
+    instance = next(i for i in instances if i.public["question"] in prompt)
+    if "<|im_start|>user\n" not in prompt.split(instance.public["question"], 1)[1]:
+      return f"<open>{instance.reference['source_files'][0]} page=1</open>"
+    return f"<FINAL_ANSWER>{instance.reference['answer']}</FINAL_ANSWER>"
+  trajectories, scores = run_h0(domain, instances, reply)
+  assert scores == [1.0, 1.0]
+  for instance, trajectory in zip(instances, trajectories):
+    [event] = trajectory.tool_events
+    assert event.arguments == {"document": instance.reference["source_files"][0], "page": 1}
+    assert max(len(call.prompt_token_ids) for call in trajectory.calls) < 1024
+  with pytest.raises(ValueError, match="seed_harness='x'"):
+    tasks.get_domain("docqa", seed_harness="x")

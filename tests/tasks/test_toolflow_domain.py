@@ -12,6 +12,7 @@ from whale_jax.harness.trajectory import ToolEvent
 from whale_jax.harness.trajectory import Trajectory
 from whale_jax.sampling.api import SamplingParams
 from whale_jax.tasks import toolflow_apps
+from whale_jax.tasks import toolflow_domain
 from whale_jax.tokenization import load_tokenizer
 from tests.tasks.test_toolflow_generator import scripted_policy
 
@@ -177,3 +178,27 @@ def test_assertions_and_state_never_reach_the_sandbox(domain, sent_to_sandbox):
             assert text not in everything
   for key in ('"assertions"', '"traps"', '"initial_state"', "buried_policy", "near_duplicate"):
     assert key not in everything
+
+
+def test_compact_h0_calls_with_tags_in_short_prompts():
+  domain = tasks.get_domain("toolflow", tasks_per_domain=4, split_sizes=SMALL,
+                            seed_harness="toolflow_compact")
+  instances = domain.splits()["test"]
+  update = {"spreadsheet_id": "ss_items", "row_id": 1, "values": {"Status": "Approved"}}
+  def reply(prompt):
+    turn = prompt.count("<|im_start|>user\n") - 1
+    return ['<call>inbox_search {"query": "policy"}</call>', "<call>sheets_update_row "
+            + json.dumps(update) + "</call>", "<call>inbox_read [1]</call>", "Done."][turn]
+  trajectories, _ = run_h0(domain, instances, reply)
+  for instance, trajectory in zip(instances, trajectories):
+    assert [e.arguments for e in trajectory.tool_events] == [
+        {"tool": "inbox_search", "arguments": {"query": "policy"}},
+        {"tool": "sheets_update_row", "arguments": update}]
+    last_prompt = TOKENIZER.decode(trajectory.calls[-1].prompt_token_ids)
+    assert "The arguments must be one JSON object." in last_prompt
+    assert max(len(call.prompt_token_ids) for call in trajectory.calls) < 2048
+    [row] = [r for r in toolflow_domain.final_state(instance, trajectory)["rows"]
+             if (r["spreadsheet_id"], r["row_id"]) == ("ss_items", 1)]
+    assert row["cells"]["Status"] == "Approved"
+  with pytest.raises(ValueError, match="seed_harness='x'"):
+    tasks.get_domain("toolflow", seed_harness="x")

@@ -183,7 +183,8 @@ def docqa_metrics(instances, trajectories, scores):
 
 
 def docqa_domain(questions=None, corpus=None, split_questions=None, split_sizes=None, seed=0,
-                 tolerance=0.0, require_tag=True, num_issues=12, python_timeout_seconds=10.0):
+                 tolerance=0.0, require_tag=True, num_issues=12, python_timeout_seconds=10.0,
+                 seed_harness="docqa"):
   """OfficeQA-style QA over OfficeQA files, or over generated bulletins when given no files.
 
   Args:
@@ -195,8 +196,12 @@ def docqa_domain(questions=None, corpus=None, split_questions=None, split_sizes=
     tolerance: relative numeric tolerance of the verifier (OfficeQA reports 0 to 5%).
     require_tag: score only answers inside <FINAL_ANSWER> tags (see docqa_answers).
     num_issues: bulletins generated offline (14 questions each).
+    seed_harness: "docqa" (tool schemas, JSON results) or "docqa_compact" (tag calls and
+      short results, for tiny models).
   """
   split_sizes = dict(DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes)
+  if seed_harness not in ("docqa", "docqa_compact"):
+    raise ValueError(f"seed_harness={seed_harness!r}; use 'docqa' or 'docqa_compact'.")
   offline = questions is None and corpus is None and not split_questions
   if not offline and corpus is None:
     raise ValueError("docqa with question files needs corpus=<folder of parsed documents>; "
@@ -229,9 +234,10 @@ def docqa_domain(questions=None, corpus=None, split_questions=None, split_sizes=
             "split_questions": {k: [os.fspath(p) for p in as_paths(v)]
                                 for k, v in (split_questions or {}).items()},
             "split_sizes": split_sizes, "seed": seed, "tolerance": tolerance,
-            "require_tag": require_tag, "num_issues": num_issues if offline else None}
+            "require_tag": require_tag, "num_issues": num_issues if offline else None,
+            "seed_harness": seed_harness}
   return Domain(name="docqa", description=DESCRIPTION.replace("{tolerance}", f"{tolerance:g}"),
-                seed_harness=seed_harnesses.source("docqa"), splits=make_splits,
+                seed_harness=seed_harnesses.source(seed_harness), splits=make_splits,
                 verify=_scorer(tolerance, require_tag), tools=lambda instance: dict(tools),
                 metrics=docqa_metrics, allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
                 config=config)

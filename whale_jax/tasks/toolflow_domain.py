@@ -132,7 +132,7 @@ def toolflow_metrics(instances, trajectories, scores):
 
 def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks_per_domain=48,
                     split_sizes=None, seed=0, reward="partial", exclude_initially_satisfied=False,
-                    unsupported="error"):
+                    unsupported="error", seed_harness="toolflow"):
   """Toolflow tasks from AutomationBench files, or generated per domain without files.
 
   Args:
@@ -146,8 +146,12 @@ def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks
     exclude_initially_satisfied: leave assertions true from the start and at the end out of
       the partial credit (AutomationBench's "excluded" assertions).
     unsupported: for files, "error" or "skip" tasks using unsupported state or assertions.
+    seed_harness: "toolflow" (JSON schemas, Qwen tool calls) or "toolflow_compact" (tool names
+      and <call> tags, short results, for tiny models).
   """
   split_sizes = dict(DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes)
+  if seed_harness not in ("toolflow", "toolflow_compact"):
+    raise ValueError(f"seed_harness={seed_harness!r}; use 'toolflow' or 'toolflow_compact'.")
   domains = tuple(domains)
   offline = not as_paths(tasks) and not split_tasks
   verify = _scorer(reward, exclude_initially_satisfied)
@@ -174,8 +178,9 @@ def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks
                             for k, v in (split_tasks or {}).items()},
             "domains": list(domains), "tasks_per_domain": tasks_per_domain if offline else None,
             "split_sizes": split_sizes, "seed": seed, "reward": reward,
-            "exclude_initially_satisfied": exclude_initially_satisfied}
+            "exclude_initially_satisfied": exclude_initially_satisfied,
+            "seed_harness": seed_harness}
   return Domain(name="toolflow", description=DESCRIPTION.replace("{reward}", reward),
-                seed_harness=seed_harnesses.source("toolflow"), splits=make_splits,
+                seed_harness=seed_harnesses.source(seed_harness), splits=make_splits,
                 verify=verify, tools=environment_tools, metrics=toolflow_metrics,
                 allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config)
