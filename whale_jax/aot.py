@@ -1,0 +1,526 @@
+r"""Ahead-of-time compile of a config's jitted programs for a TPU topology, from a CPU host.
+
+  python -m whale_jax.aot --config=configs/whale.py:searchqa --topology=v5p:2x4x4
+  python -m whale_jax.aot --config=configs/whale.py:searchqa --topology=v5e:4x4 \
+      --mesh=data=1,fsdp=16,tensor=1 --programs=rsft,decode
+
+Needs the TPU compiler (`pip install -e '.[aot]'`: jax[tpu] with its pinned libtpu); no TPU,
+no weights: every input is a jax.ShapeDtypeStruct with the NamedSharding a run would give it,
+on a mesh over the topology's devices (parallel/mesh.py, parallel/rules.py). Programs:
+
+  rsft       the RSFT train step (train/step.py make_train_step(...).jitted, rsft.loss)
+  grpo       the GRPO train step (grpo.loss) on a batch with the GRPO keys; with
+             reference_logprobs when config.training.grpo keeps a reference
+  reference  the reference model's log-prob forward (grpo_update.make_logprobs_fn), when the
+             GRPO config keeps a reference; its weights stay resident beside the train state
+  prefill    the sampler's prefill (sampling/engine.py's jitted prefill) of one batch of
+             max_prefill_tokens, capped at the cache length
+  decode     the sampler's decode call: max_slots slots, max_cache_length cache,
+             steps_per_call steps
+  proposer_* the same for config.harness_learning's proposer model, when it trains one
+
+The batch of a train step is the worst case of algorithms/policy.py's packing:
+samples_per_step rows (one sample per row) rounded up like Policy does to a power-of-two
+multiple of (batch devices * num_microbatches). Per program it prints what one chip holds:
+parameters, optimizer state, KV cache, temporaries, peak (XLA's memory analysis: arguments +
+outputs - aliased + temporaries), what else stays resident (the optimizer state while
+sampling, the reference weights while training), the chip's HBM, headroom, compile time and
+the collectives in the compiled HLO. It exits 1 when a program does not fit, naming the
+cheapest change that would help.
+"""
+import dataclasses
+import math
+import re
+import sys
+import time
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+from ml_collections import config_flags
+
+from whale_jax.models import config as model_config_lib
+from whale_jax.models import presets
+from whale_jax.parallel import mesh as mesh_lib
+from whale_jax.parallel import rules as rules_lib
+from whale_jax.train import batch as batch_lib
+from whale_jax.train import grpo
+from whale_jax.train import optimizer as optimizer_lib
+from whale_jax.train import rsft
+from whale_jax.train import step as step_lib
+from whale_jax.train import train_state
+
+GIB = 2**30
+# HBM per chip (bytes) by jax device_kind; a topology's devices report no memory size.
+HBM_BYTES = {"TPU v5 lite": 16 * GIB, "TPU v5e": 16 * GIB, "TPU v5": int(95.74 * GIB),
+             "TPU v5p": int(95.74 * GIB), "TPU v6 lite": 32 * GIB, "TPU v6e": 32 * GIB,
+             "TPU v4": 32 * GIB, "NVIDIA H100 80GB HBM3": 80 * GIB}
+MIN_HEADROOM = 0.10  # a program "fits" with at least this fraction of HBM free
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+PROGRAMS = ("rsft", "grpo", "reference", "prefill", "decode")
+_TRAIN_PROGRAMS = ("rsft", "grpo")
+
+
+@dataclasses.dataclass
+class Result:
+  """One compiled (or failed) program; byte counts are per chip."""
+  name: str
+  params_bytes: int = 0
+  optimizer_bytes: int = 0
+  cache_bytes: int = 0
+  temp_bytes: int = 0
+  peak_bytes: int = 0
+  resident_bytes: int = 0
+  hbm_bytes: int = 0
+  compile_seconds: float = 0.0
+  collectives: dict = dataclasses.field(default_factory=dict)
+  error: str = ""
+  advice: str = ""
+
+  @property
+  def total_bytes(self):
+    return self.peak_bytes + self.resident_bytes
+
+  @property
+  def headroom(self):
+    return 1.0 - self.total_bytes / self.hbm_bytes if self.hbm_bytes else float("nan")
+
+  @property
+  def fits(self):
+    return not self.error and self.headroom >= MIN_HEADROOM
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """What the programs are built from: model, training options, mesh."""
+  name: str
+  model_config: model_config_lib.ModelConfig
+  training: dict
+  mesh: object
+  hbm_bytes: int
+
+
+# ---- topology, mesh, model ----------------------------------------------------------------
+
+
+def topology_devices(topology_name):
+  """The devices of a TPU topology ("v5p:2x4x4", "v5e:2x2", ...), no TPU needed."""
+  from jax.experimental import topologies
+  if not re.fullmatch(r"v\d+[a-z]*:\d+(x\d+){1,2}", topology_name or ""):
+    raise ValueError(f"--topology={topology_name!r}: use gen:AxB[xC], e.g. v5p:2x4x4 (v5p-64, "
+                     "32 chips), v6e:2x4, v5e:4x4, v5e:2x2.")
+  try:
+    return list(topologies.get_topology_desc(topology_name=topology_name,
+                                             platform="tpu").devices)
+  except Exception as error:  # pylint: disable=broad-except
+    raise RuntimeError(f"--topology={topology_name}: the TPU compiler could not describe it "
+                       f"({error}). Install the aot extra: pip install -e '.[aot]'.") from error
+
+
+def parse_mesh(text):
+  """"data=1,fsdp=16,tensor=2" -> {"data": 1, "fsdp": 16, "tensor": 2}."""
+  sizes = {}
+  for part in filter(None, (text or "").split(",")):
+    name, _, value = part.partition("=")
+    if name.strip() not in mesh_lib.AXIS_NAMES or not re.fullmatch(r"-?\d+", value.strip()):
+      raise ValueError(f"--mesh={text!r}: write axis=size pairs over {mesh_lib.AXIS_NAMES}, "
+                       "e.g. --mesh=data=1,fsdp=16,tensor=2.")
+    sizes[name.strip()] = int(value)
+  return sizes
+
+
+def model_config_from(section, preset=None):
+  """ModelConfig of config.model: "random" fields, or a preset for an "hf" checkpoint path
+  (no weights are read: Qwen/Qwen3.5-2B -> preset qwen3_5_2b), with the section's other
+  keys (dtype, attention, remat, ...) applied."""
+  section = dict(section)
+  source = section.pop("source", "random")
+  section.pop("seed", None)
+  path = section.pop("path", "")
+  dtype = section.pop("dtype", None)
+  if dtype:
+    section.setdefault("param_dtype", dtype)
+    section.setdefault("compute_dtype", dtype)
+  if source == "random" and not preset:
+    return model_config_lib.ModelConfig(**section)
+  if not preset:
+    preset = re.sub(r"[.-]", "_", path.rstrip("/").split("/")[-1].lower())
+  if preset not in presets.PRESETS:
+    raise ValueError(f"config.model.path={path!r}: no model preset {preset!r} to take its "
+                     f"shapes from; pass --model_preset (one of {sorted(presets.PRESETS)}).")
+  return presets.get(preset, **section)
+
+
+def _round_rows(num_rows, multiple):
+  """algorithms/policy.py's row count: a power-of-two multiple of `multiple`."""
+  rows = max(multiple, 1)
+  while rows < num_rows:
+    rows *= 2
+  return rows
+
+
+# ---- bytes --------------------------------------------------------------------------------
+
+
+def per_chip_bytes(tree):
+  """Bytes one device holds of a tree of ShapeDtypeStructs with shardings (the largest)."""
+  per_device = {}
+  for leaf in jax.tree.leaves(tree):
+    sharding = leaf.sharding
+    shard = sharding.shard_shape(leaf.shape)
+    size = math.prod(shard) * jnp.dtype(leaf.dtype).itemsize
+    for device in sharding.device_set:
+      per_device[device] = per_device.get(device, 0) + size
+  return max(per_device.values(), default=0)
+
+
+def count_collectives(hlo_text):
+  return {name: count for name in COLLECTIVES
+          if (count := len(re.findall(rf"\b{name}(?:-start)?\(", hlo_text)))}
+
+
+def _compile(result, jitted, *args):
+  """Compiles jitted on args; fills the memory and collective fields of result."""
+  start = time.perf_counter()
+  try:
+    compiled = jitted.trace(*args).lower().compile()
+  except Exception as error:  # pylint: disable=broad-except
+    result.compile_seconds = time.perf_counter() - start
+    message = str(error)
+    if "RESOURCE_EXHAUSTED" not in message and "out of memory" not in message.lower():
+      raise
+    result.error = "does not fit: " + message.strip().splitlines()[0][:300]
+    needed = re.search(r"(\d+(?:\.\d+)?)([KMG])(?:i?B)? of (\d+(?:\.\d+)?)([KMG])", message)
+    if needed:
+      unit = {"K": 2**10, "M": 2**20, "G": 2**30}
+      result.peak_bytes = int(float(needed.group(1)) * unit[needed.group(2)])
+    return result
+  result.compile_seconds = time.perf_counter() - start
+  memory = compiled.memory_analysis()
+  result.temp_bytes = int(memory.temp_size_in_bytes)
+  peak = int(getattr(memory, "peak_memory_in_bytes", 0) or 0)
+  result.peak_bytes = peak or int(memory.argument_size_in_bytes + memory.output_size_in_bytes
+                                  - memory.alias_size_in_bytes + memory.temp_size_in_bytes)
+  result.collectives = count_collectives(compiled.as_text())
+  return result
+
+
+# ---- programs -----------------------------------------------------------------------------
+
+
+def _train_batch(setup, loss_name, with_reference):
+  training = setup.training
+  rules = rules_lib.TRAIN_RULES
+  num_microbatches = training.get("num_microbatches", 1)
+  multiple = mesh_lib.axis_size(setup.mesh, "batch", rules) * num_microbatches
+  rows = _round_rows(training.get("samples_per_step", 64), multiple)
+  length = training.get("row_length", 1024)
+  keys = list(batch_lib.REQUIRED_KEYS)
+  if loss_name == "grpo":
+    keys += list(batch_lib.GRPO_KEYS) + (["reference_logprobs"] if with_reference else [])
+  sharding = mesh_lib.batch_sharding(setup.mesh, rules)
+  integer = set(batch_lib.REQUIRED_KEYS[:3])
+  return {key: jax.ShapeDtypeStruct((rows, length), jnp.int32 if key in integer
+                                    else jnp.float32, sharding=sharding) for key in keys}
+
+
+def _grpo_config(setup):
+  return grpo.GRPOConfig(**dict(setup.training.get("grpo", {})))
+
+
+def train_program(setup, loss_name, name=None):
+  """The RSFT or GRPO train step of setup, compiled."""
+  model_config, mesh, rules = setup.model_config, setup.mesh, rules_lib.TRAIN_RULES
+  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(
+      **dict(setup.training.get("optimizer", {}))))
+  if loss_name == "rsft":
+    temperature = setup.training.get("rsft_temperature", 1.0)
+    loss_fn = lambda params, config, batch: rsft.loss(params, config, batch, temperature)
+    with_reference = False
+  else:
+    grpo_config = _grpo_config(setup)
+    loss_fn = lambda params, config, batch: grpo.loss(params, config, batch, grpo_config)
+    with_reference = grpo_config.uses_reference
+  step = step_lib.make_train_step(model_config, loss_fn, optimizer, mesh, rules,
+                                  num_microbatches=setup.training.get("num_microbatches", 1))
+  state = train_state.abstract(model_config, optimizer, mesh, rules)
+  batch = _train_batch(setup, loss_name, with_reference)
+  result = Result(name or loss_name, params_bytes=per_chip_bytes(state["params"]),
+                  optimizer_bytes=per_chip_bytes(state["opt_state"]), hbm_bytes=setup.hbm_bytes)
+  if with_reference and not _grpo_config(setup).offload_reference:
+    result.resident_bytes = per_chip_bytes(_reference_params(setup))
+  with rules_lib.activate(mesh, rules):
+    return _compile(result, step.jitted, state, batch)
+
+
+def _reference_params(setup):
+  from whale_jax.models import decoder
+  from whale_jax.train import reference
+  model_config = setup.model_config
+  shapes = jax.eval_shape(lambda: decoder.init_params(model_config, jax.random.key(0)))
+  shardings = reference.param_shardings(model_config, setup.mesh, rules_lib.TRAIN_RULES)
+  return jax.tree.map(lambda shape, sharding: jax.ShapeDtypeStruct(
+      shape.shape, model_config.compute_jnp_dtype, sharding=sharding), shapes, shardings)
+
+
+def reference_program(setup, name="reference"):
+  """The reference model's log-prob forward over one GRPO batch."""
+  from whale_jax.train import grpo_update
+  grpo_config = _grpo_config(setup)
+  forward = grpo_update.make_logprobs_fn(
+      setup.model_config, setup.mesh, rules_lib.TRAIN_RULES, grpo_config.temperature,
+      setup.training.get("num_microbatches", 1))
+  params = _reference_params(setup)
+  batch = _train_batch(setup, "rsft", False)
+  batch = {key: batch[key] for key in ("tokens", "positions", "segment_ids")}
+  state_bytes = _state_bytes(setup)
+  result = Result(name, params_bytes=per_chip_bytes(params), resident_bytes=state_bytes,
+                  hbm_bytes=setup.hbm_bytes)
+  return _compile(result, forward.jitted, params, batch)
+
+
+def _state_bytes(setup):
+  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(
+      **dict(setup.training.get("optimizer", {}))))
+  return per_chip_bytes(train_state.abstract(setup.model_config, optimizer, setup.mesh,
+                                             rules_lib.TRAIN_RULES))
+
+
+def _sampler_settings(setup):
+  sampler = dict(setup.training.get("sampler", {}))
+  batch_shards = mesh_lib.axis_size(setup.mesh, "batch", rules_lib.SAMPLE_RULES)
+  max_slots = -(-sampler.get("max_slots", 64) // batch_shards) * batch_shards
+  cache_length = (sampler.get("max_cache_length")
+                  or setup.model_config.max_position_embeddings)
+  return dict(max_slots=max_slots, cache_length=cache_length, batch_shards=batch_shards,
+              steps_per_call=sampler.get("steps_per_call", 64),
+              max_prefill_tokens=sampler.get("max_prefill_tokens", 8192),
+              num_stop_ids=sampler.get("num_stop_ids", 16))
+
+
+def sampler_program(setup, which, name=None):
+  """The sampler's prefill or decode call (engine._jitted_functions), compiled."""
+  from whale_jax.sampling import decode
+  from whale_jax.sampling import engine
+  model_config, mesh = setup.model_config, setup.mesh
+  rules = rules_lib.SAMPLE_RULES
+  settings = _sampler_settings(setup)
+  compiled_config = model_config.replace(eos_token_ids=(), bos_token_id=None, pad_token_id=None,
+                                         max_position_embeddings=0)
+  functions = engine._jitted_functions(  # pylint: disable=protected-access
+      compiled_config, False, settings["steps_per_call"], settings["num_stop_ids"], mesh,
+      tuple(sorted(rules.items())), 16)
+  # The sampler decodes with the train state's own params (same mesh, train shardings).
+  state = train_state.abstract(model_config, optimizer_lib.make(optimizer_lib.OptimizerConfig(
+      **dict(setup.training.get("optimizer", {})))), mesh, rules_lib.TRAIN_RULES)
+  params = state["params"]
+  result = Result(name or which, params_bytes=per_chip_bytes(params),
+                  resident_bytes=per_chip_bytes(state["opt_state"]), hbm_bytes=setup.hbm_bytes)
+  if which == "prefill":
+    rows = settings["batch_shards"]
+    length = min(settings["cache_length"], max(settings["max_prefill_tokens"] // rows, 1))
+    sharding = mesh_lib.batch_sharding(mesh, rules, ndim=2)
+    tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32, sharding=sharding)
+    lengths = jax.ShapeDtypeStruct((rows,), jnp.int32,
+                                   sharding=mesh_lib.batch_sharding(mesh, rules, ndim=1))
+    cache = jax.eval_shape(lambda: decode.prefill(
+        jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), params), compiled_config,
+        jnp.zeros((rows, length), jnp.int32), jnp.zeros((rows,), jnp.int32)))
+    result.cache_bytes = sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
+                             for x in jax.tree.leaves(cache)) // settings["batch_shards"]
+    with rules_lib.activate(mesh, rules):
+      return _compile(result, functions.prefill, params, tokens, lengths)
+  slot_shardings = rules_lib.shardings(decode.slots_logical_axes(compiled_config, False), mesh,
+                                       rules)
+  slot_shapes = jax.eval_shape(lambda: decode.init_slots(
+      compiled_config, settings["max_slots"], settings["cache_length"],
+      settings["num_stop_ids"], False))
+  slots = jax.tree.map(lambda shape, sharding: jax.ShapeDtypeStruct(
+      shape.shape, shape.dtype, sharding=sharding), slot_shapes, slot_shardings)
+  result.cache_bytes = per_chip_bytes(slots["cache"])
+  replicated = mesh_lib.replicated(mesh)
+  cancel = jax.ShapeDtypeStruct((settings["max_slots"],), jnp.bool_,
+                                sharding=mesh_lib.batch_sharding(mesh, rules, ndim=1))
+  num_steps = jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated)
+  stop_early = jax.ShapeDtypeStruct((), jnp.bool_, sharding=replicated)
+  with rules_lib.activate(mesh, rules):
+    return _compile(result, functions.decode, params, None, slots, cancel, num_steps,
+                    stop_early, False)
+
+
+def build_program(setup, program, name=None):
+  if program in _TRAIN_PROGRAMS:
+    return train_program(setup, program, name)
+  if program == "reference":
+    return reference_program(setup, name or program)
+  return sampler_program(setup, program, name)
+
+
+# ---- advice -------------------------------------------------------------------------------
+
+
+def advice(setup, result):
+  """The cheapest change that would make result fit (a sentence naming the config key)."""
+  model_config, training = setup.model_config, setup.training
+  over = result.total_bytes - (1 - MIN_HEADROOM) * result.hbm_bytes
+  need = f"needs {result.total_bytes / GIB:.1f} GiB of {result.hbm_bytes / GIB:.1f} GiB"
+  mesh_sizes = dict(setup.mesh.shape)
+  state = result.params_bytes + result.optimizer_bytes + result.resident_bytes
+  if result.name.endswith(_TRAIN_PROGRAMS) or result.name.endswith("reference"):
+    if model_config.remat in ("none", "dots") and not result.name.endswith("reference"):
+      stronger = "dots_with_no_batch_dims" if model_config.remat == "none" else "full"
+      return (f"{need}: set config.model.remat={stronger!r} (recompute activations in the "
+              "backward pass instead of keeping them).")
+    if model_config.attention == "dense":
+      return f"{need}: set config.model.attention='blockwise' (no [T, T] scores)."
+    if state > over and mesh_sizes["data"] > 1:
+      return (f"{need}: shard the weights and optimizer state over more chips: --mesh="
+              f"data={mesh_sizes['data'] // 2},fsdp={mesh_sizes['fsdp'] * 2},"
+              f"tensor={mesh_sizes['tensor']} (config.mesh).")
+    rows_per_chip = (_round_rows(training.get("samples_per_step", 64),
+                                 mesh_lib.axis_size(setup.mesh, "batch", rules_lib.TRAIN_RULES)
+                                 * training.get("num_microbatches", 1))
+                     // (mesh_lib.axis_size(setup.mesh, "batch", rules_lib.TRAIN_RULES)
+                         * training.get("num_microbatches", 1)))
+    if rows_per_chip > 1:
+      return (f"{need}: raise config.training.num_microbatches to "
+              f"{training.get('num_microbatches', 1) * rows_per_chip} (one row per chip per "
+              "micro-batch).")
+    if model_config.remat != "full":
+      return f"{need}: set config.model.remat='full'."
+    return (f"{need}: shorten config.training.row_length to "
+            f"{training.get('row_length', 1024) // 2}.")
+  settings = _sampler_settings(setup)
+  if result.name.endswith("decode") and settings["max_slots"] > settings["batch_shards"]:
+    return (f"{need}: lower config.training.sampler.max_slots to "
+            f"{max(settings['max_slots'] // 2, settings['batch_shards'])} (smaller decode "
+            "batch, a smaller KV cache).")
+  if result.name.endswith("prefill") and settings["max_prefill_tokens"] > 1024:
+    return (f"{need}: lower config.training.sampler.max_prefill_tokens to "
+            f"{settings['max_prefill_tokens'] // 2}.")
+  return (f"{need}: lower config.training.sampler.max_cache_length to "
+          f"{settings['cache_length'] // 2}.")
+
+
+# ---- the whole check ----------------------------------------------------------------------
+
+
+def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None):
+  """[Setup] for the config's solver and, when it trains one, its proposer model."""
+  hbm_bytes = hbm_bytes or HBM_BYTES.get(devices[0].device_kind)
+  if not hbm_bytes:
+    raise ValueError(f"No HBM size known for device kind {devices[0].device_kind!r}; pass "
+                     "--hbm_gib.")
+  sizes = dict(config.get("mesh", {}) or {})
+  sizes.pop("num_devices", None)
+  sizes.update(mesh_sizes or {})
+  mesh = mesh_lib.make_mesh(devices=devices, **sizes)
+  training = config.get("training", {})
+  training = training.to_dict() if hasattr(training, "to_dict") else dict(training)
+  out = [Setup("", model_config_from(config.model, preset), training, mesh, hbm_bytes)]
+  learning = config.get("harness_learning", None)
+  if learning is not None and (learning.get("proposer_model") or
+                               learning.get("proposer_training")):
+    proposer_model = learning.get("proposer_model") or config.model
+    proposer_training = dict(learning.get("proposer_training") or training)
+    out.append(Setup("proposer_", model_config_from(proposer_model), proposer_training, mesh,
+                     hbm_bytes))
+  return out
+
+
+def default_programs(config, setup):
+  """The programs a run of config uses (all but reference when GRPO keeps none)."""
+  programs = ["rsft", "grpo", "prefill", "decode"]
+  grpo_config = grpo.GRPOConfig(**dict(setup.training.get("grpo", {})))
+  if grpo_config.uses_reference:
+    programs.insert(2, "reference")
+  del config
+  return programs
+
+
+def check(config, topology_name, mesh_sizes=None, programs=None, preset=None, hbm_bytes=None,
+          devices=None, log=print):
+  """Compiles the programs; returns [(Setup, Result)]."""
+  devices = devices if devices is not None else topology_devices(topology_name)
+  results = []
+  for setup in setups(config, devices, mesh_sizes, preset, hbm_bytes):
+    for program in programs or default_programs(config, setup):
+      if program not in PROGRAMS:
+        raise ValueError(f"--programs: {program!r} is not one of {PROGRAMS}.")
+      if program == "reference" and not _grpo_config(setup).uses_reference:
+        continue
+      log(f"compiling {setup.name}{program} ...")
+      result = build_program(setup, program, setup.name + program)
+      if not result.fits:
+        result.advice = advice(setup, result)
+      log(format_table(setup, [result]))
+      results.append((setup, result))
+  return results
+
+
+def _gib(value):
+  return f"{value / GIB:.2f}"
+
+
+def describe(setup):
+  model = setup.model_config
+  training = setup.training
+  return (f"{setup.name or 'solver'}: {model.num_params() / 1e9:.2f}B params "
+          f"({model.param_dtype}), row_length={training.get('row_length')}, "
+          f"samples_per_step={training.get('samples_per_step')}, "
+          f"num_microbatches={training.get('num_microbatches', 1)}, mesh={dict(setup.mesh.shape)}"
+          f", attention={model.attention}, remat={model.remat}")
+
+
+def format_table(setup, results):
+  header = ("program", "params", "opt state", "KV cache", "temps", "peak", "resident",
+            "HBM", "headroom", "compile s", "collectives")
+  rows = [header]
+  for result in results:
+    collectives = " ".join(f"{name}:{count}" for name, count in result.collectives.items())
+    rows.append((result.name, _gib(result.params_bytes), _gib(result.optimizer_bytes),
+                 _gib(result.cache_bytes), _gib(result.temp_bytes),
+                 _gib(result.peak_bytes) if result.peak_bytes else "?",
+                 _gib(result.resident_bytes), _gib(result.hbm_bytes),
+                 "FAILS" if result.error else f"{100 * result.headroom:.0f}%",
+                 f"{result.compile_seconds:.0f}", collectives or "-"))
+  widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+  lines = [describe(setup) + "  (GiB per chip)"]
+  lines += ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
+            for row in rows]
+  for result in results:
+    if result.error:
+      lines.append(f"  {result.name}: {result.error}")
+    if result.advice:
+      lines.append(f"  {result.name} does not fit: {result.advice}")
+  return "\n".join(lines)
+
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=False)
+flags.DEFINE_string("topology", "v5p:2x4x4", "TPU topology, gen:AxB[xC].")
+flags.DEFINE_string("mesh", "", "Mesh axis sizes overriding config.mesh: data=..,fsdp=..,tensor=..")
+flags.DEFINE_list("programs", [], f"Subset of {PROGRAMS} (default: the ones the config uses).")
+flags.DEFINE_string("model_preset", "", "models/presets.py name for the model's shapes "
+                    "(default: from config.model.path).")
+flags.DEFINE_float("hbm_gib", 0.0, "HBM per chip in GiB (default: the chip's).")
+
+
+def main(argv):
+  del argv
+  if FLAGS.config is None:
+    raise app.UsageError("--config is required, e.g. --config=configs/whale.py:searchqa")
+  results = check(FLAGS.config, FLAGS.topology, parse_mesh(FLAGS.mesh), FLAGS.programs or None,
+                  FLAGS.model_preset or None, int(FLAGS.hbm_gib * GIB) or None)
+  failed = [result for _, result in results if not result.fits]
+  print(f"\n{len(results) - len(failed)} of {len(results)} programs fit on {FLAGS.topology} "
+        f"with >= {100 * MIN_HEADROOM:.0f}% HBM headroom.")
+  for result in failed:
+    print(f"  {result.name}: {result.advice or result.error}")
+  sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+  app.run(main)
