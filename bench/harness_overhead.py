@@ -4,14 +4,18 @@ r"""Per-episode overhead of the harness runtime: a harness making one fake LLM c
   python bench/harness_overhead.py --num_episodes=200 --num_workers=2
 
 The backend is whale_jax.harness.ScriptedBackend (no model: it answers at once), so every
-millisecond measured is the runtime's own: dispatch, fork of a confined child, JSON messages,
-chat rendering and tokenization on the host, recording. Prints the median and 90th percentile
-of per-episode wall time (dispatch to trajectory, queueing excluded), the throughput of the
-whole batch, and the CPU time spent per episode by the host and by the sandbox processes
-(workers and their per-episode children; the warm-up's share is subtracted) — the figure
-that does not depend on how busy the machine is.
+millisecond measured is the runtime's own: dispatch, fork of a confined child (its seccomp
+program, limits and checks), JSON messages, chat rendering and tokenization on the host,
+recording. The workers run with the confinement this machine gives (bubblewrap namespaces and
+seccomp; it says which). Prints the median and 90th percentile of per-episode wall time
+(dispatch to trajectory, queueing excluded), the throughput of the whole batch, the CPU time
+spent per episode by the host and by the sandbox processes (bwrap, workers and their reaped
+per-episode children, read from /proc before and after the batch) — the figure that does not
+depend on how busy the machine is — and the cost of starting one worker.
 """
 import argparse
+import os
+import pathlib
 import resource
 import statistics
 import time
@@ -39,36 +43,59 @@ def main():
   harness = Harness(HARNESS)
   episodes = [Episode(task_id=f"q{i}", task={"question": f"What is {i} + {i}?"})
               for i in range(args.num_episodes)]
+  started = time.perf_counter()
   runtime = HarnessRuntime(backend, tokenizer, num_workers=args.num_workers,
                            timeout_seconds=30.0)
+  start_seconds = time.perf_counter() - started
+  start_cpu = _sandbox_cpu_seconds(runtime.worker_pids)
   runtime.run_episodes(harness, episodes[:args.num_warmup_episodes])
-  host_before, sandbox_before = _cpu_seconds()
+  host_before, sandbox_before = _host_cpu_seconds(), _sandbox_cpu_seconds(runtime.worker_pids)
   start = time.perf_counter()
   trajectories = runtime.run_episodes(harness, episodes)
   elapsed = time.perf_counter() - start
-  host_after, _ = _cpu_seconds()
-  runtime.close()  # reaps the workers, whose CPU time (with their children's) then counts
-  _, sandbox_after = _cpu_seconds()
-  warmup_share = args.num_warmup_episodes / (args.num_episodes + args.num_warmup_episodes)
+  host_after, sandbox_after = _host_cpu_seconds(), _sandbox_cpu_seconds(runtime.worker_pids)
+  confinement = getattr(runtime, "confinement", None)
+  runtime.close()
   outcomes = {t.outcome for t in trajectories}
   assert outcomes == {"ok"}, f"expected every episode ok; got {outcomes}"
   wall_ms = sorted(1e3 * t.wall_seconds for t in trajectories)
-  print(f"episodes={args.num_episodes} workers={args.num_workers}")
+  namespaced = bool(confinement and confinement.namespaced)
+  print(f"episodes={args.num_episodes} workers={args.num_workers} namespaces={namespaced} "
+        f"seccomp={bool(confinement and confinement.seccomp)} load={os.getloadavg()[0]:.2f}")
+  print(f"pool_start_seconds={start_seconds:.3f} (includes the machine check once per "
+        f"process) worker_start_cpu_ms={1e3 * start_cpu / args.num_workers:.1f}")
   print(f"median_episode_ms={statistics.median(wall_ms):.2f} "
         f"p90_episode_ms={wall_ms[int(0.9 * len(wall_ms))]:.2f}")
   print(f"episodes_per_second={args.num_episodes / elapsed:.0f} "
         f"batch_seconds={elapsed:.2f}")
   host_ms = 1e3 * (host_after - host_before) / args.num_episodes
-  sandbox_ms = 1e3 * (sandbox_after - sandbox_before) * (1 - warmup_share) / args.num_episodes
+  sandbox_ms = 1e3 * (sandbox_after - sandbox_before) / args.num_episodes
   print(f"cpu_ms_per_episode={host_ms + sandbox_ms:.2f} (host={host_ms:.2f} "
         f"sandbox={sandbox_ms:.2f})")
 
 
-def _cpu_seconds():
-  """(this process's CPU seconds, reaped children's CPU seconds)."""
+def _host_cpu_seconds():
   own = resource.getrusage(resource.RUSAGE_SELF)
-  children = resource.getrusage(resource.RUSAGE_CHILDREN)
-  return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+  return own.ru_utime + own.ru_stime
+
+
+def _sandbox_cpu_seconds(worker_pids):
+  """CPU seconds of every live process below this one (from the worker pids down), their own
+  and their reaped children's: a live process's time is in no one else's count yet."""
+  parents, times = {}, {}
+  for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+    try:
+      fields = stat.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+      continue
+    pid = int(stat.parent.name)
+    parents[pid] = int(fields[1])
+    times[pid] = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+  found, frontier = set(), set(worker_pids)
+  while frontier:
+    found |= frontier
+    frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+  return sum(times.get(pid, 0) for pid in found) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ NAMESPACE_CLONE_FLAGS = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 
 _SCMP_ACT_ALLOW = 0x7FFF0000
+_SCMP_FLTATR_CTL_OPTIMIZE = 8  # 2: a binary tree over syscall numbers instead of a list
 _SCMP_CMP_NE, _SCMP_CMP_EQ, _SCMP_CMP_MASKED_EQ = 1, 4, 7
 _INSTALL_HINT_BWRAP = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; "
                        "Fedora: `dnf install bubblewrap`) so that `bwrap` is on PATH")
@@ -107,6 +108,8 @@ def _libseccomp():
   library.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
                                              ctypes.c_uint, ctypes.POINTER(_ArgCompare)]
   library.seccomp_rule_add_array.restype = ctypes.c_int
+  library.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+  library.seccomp_attr_set.restype = ctypes.c_int
   library.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
   library.seccomp_export_bpf.restype = ctypes.c_int
   return library
@@ -122,6 +125,7 @@ def _compile(rules):
   if not context:
     raise OSError("seccomp_init failed")
   try:
+    library.seccomp_attr_set(context, _SCMP_FLTATR_CTL_OPTIMIZE, 2)  # older versions: ignored
     for name, code, comparisons in rules:
       number = library.seccomp_syscall_resolve_name(name.encode())
       if number < 0:

@@ -470,7 +470,7 @@ def _drain(fd):
 
 
 def _run_episode_child(channel, private_fds, status_fd, config, message, code, paths, parent_pid,
-                       prctl, programs):
+                       prctl, programs, untrusted_builtins):
   """Runs in the forked child: confine, execute the harness, report, exit. Never returns."""
   exit_process = os._exit
   for fd in private_fds:
@@ -490,7 +490,7 @@ def _run_episode_child(channel, private_fds, status_fd, config, message, code, p
   try:
     module = types.ModuleType("harness")
     module.__file__ = HARNESS_FILENAME
-    module.__builtins__ = _untrusted_builtins(config["allowed_imports"])
+    module.__builtins__ = untrusted_builtins
     sys.modules["harness"] = module  # dataclasses and friends look the module up there
     exec(code, module.__dict__)  # pylint: disable=exec-used
     run = module.__dict__.get("run")
@@ -530,8 +530,13 @@ def _compile(cache, harness_hash, source):
   return code, None
 
 
-def _clear_folder(root):
+def _clear_folder(root, expected):
   """Removes everything inside root; True when it is empty afterwards."""
+  for path in expected:  # the common case: the harness left only its two empty folders
+    try:
+      os.rmdir(path)
+    except OSError:
+      pass
   for name in os.listdir(root):
     path = os.path.join(root, name)
     try:
@@ -604,6 +609,7 @@ def _serve_worker(control_in_fd, control_out_fd):
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # its memory and /proc files are not its children's
   missing = _preload(config["allowed_imports"])
   programs = _seccomp_programs(config.get("seccomp_programs"))
+  untrusted_builtins = _untrusted_builtins(config["allowed_imports"])
   root = os.getcwd()
   namespaced = config.get("namespaced", False)
   if not namespaced:
@@ -636,7 +642,7 @@ def _serve_worker(control_in_fd, control_out_fd):
       try:
         os.close(status_read)
         _run_episode_child(data, private_fds, status_write, config, message, code, paths,
-                           zygote_pid, prctl, programs)
+                           zygote_pid, prctl, programs, untrusted_builtins)
       finally:
         os._exit(5)
     gc.unfreeze()
@@ -653,7 +659,7 @@ def _serve_worker(control_in_fd, control_out_fd):
     if status is None:
       return  # the host is gone
     if namespaced:
-      clean = _clear_folder(root)
+      clean = _clear_folder(root, paths)
     else:
       shutil.rmtree(paths[0], ignore_errors=True)
       clean = not os.path.exists(paths[0])
