@@ -23,6 +23,13 @@ stacked cache of its own, which is then copied into each of its n slots: one pre
 prompt, whatever n. The prompt's last token is the slot's first decode input, so every
 generated token, the first included, comes out of the same decode step.
 
+Prefix cache pages (the block pool): {"key", "value": [L, N, Z, K, H]} (N pages of Z = block
+size positions, stacked over layers like kv_cache), plus nothing else: a page holds one block's
+KV and the host index (prefix_cache.py) knows which. prefill_with_prefix gathers a prompt's
+cached pages into its prefill cache and computes only the rest; save_blocks copies blocks out of
+a prefill cache or out of decode slots into pages. Pages are replicated over batch shards and
+split over key/value heads like the slot cache (pool_logical_axes).
+
 The engine jits these functions; none of them knows about requests, threads or text.
 """
 import jax
@@ -80,6 +87,72 @@ def prefill(params, config, tokens, lengths):
   cache = kv_cache.init(config, tokens.shape[0], tokens.shape[1])
   _, cache = decoder.forward_with_cache(params, config, tokens, cache, num_new_tokens=lengths)
   return cache
+
+
+def init_pool(config, num_blocks, block_size):
+  """An all-zero block pool of num_blocks pages."""
+  shape = (config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim)
+  return {"key": jnp.zeros(shape, config.compute_jnp_dtype),
+          "value": jnp.zeros(shape, config.compute_jnp_dtype)}
+
+
+def pool_logical_axes():
+  """Logical axis names of the block pool: pages replicated over batch shards."""
+  names = ("layers", None, None, "kv_heads", "head_dim")
+  return {"key": names, "value": names}
+
+
+def grow_pool(pool, num_blocks):
+  """The pool with zero pages appended up to num_blocks (static)."""
+  return {name: _resize(leaf, 1, num_blocks) for name, leaf in pool.items()}
+
+
+def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths):
+  """Stacked cache of P prompts whose first prefix_lengths[p] positions come from pool pages.
+
+  Args:
+    tokens: [P, T] int32, the positions after each row's cached prefix, right-padded.
+    lengths: [P] int32, real tokens in each row of tokens.
+    pool: the block pool.
+    pages: [P, S // Z] int32, row p's cached pages in order; the rest >= N (zeros).
+    prefix_lengths: [P] int32, a multiple of the block size each, <= S.
+  Returns:
+    kv_cache tree with P rows of S = pages.shape[1] * Z positions, length prefix + lengths.
+  """
+  num_rows, num_pages = pages.shape
+  cache = {"length": prefix_lengths}
+  for name in ("key", "value"):
+    gathered = jnp.take(pool[name], pages, axis=1, mode="fill", fill_value=0)  # [L,P,S/Z,Z,K,H]
+    shape = gathered.shape
+    cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
+  _, cache = decoder.forward_with_cache(params, config, tokens, cache, num_new_tokens=lengths)
+  return cache
+
+
+def save_blocks(pool, cache, rows, blocks, pages, unrolled):
+  """Copies block blocks[m] of cache row rows[m] into pool page pages[m] (>= N: skipped).
+
+  cache is a prefill cache (stacked) or the decode slots' cache (unrolled or stacked), whose
+  length is a multiple of the block size.
+  """
+  size = pool["key"].shape[2]
+  new = {}
+  if unrolled:
+    keys, values = [], []
+    for key, value in zip(cache["key"], cache["value"]):  # [B, K, H, S] and [B, K, S, H]
+      key = key.reshape(*key.shape[:3], -1, size)[rows, :, :, blocks]  # [M, K, H, Z]
+      value = value.reshape(value.shape[0], value.shape[1], -1, size,
+                            value.shape[3])[rows, :, blocks]  # [M, K, Z, H]
+      keys.append(jnp.transpose(key, (0, 3, 1, 2)))
+      values.append(jnp.transpose(value, (0, 2, 1, 3)))
+    new = {"key": jnp.stack(keys), "value": jnp.stack(values)}
+  else:
+    for name in ("key", "value"):
+      leaf = cache[name]  # [L, B, S, K, H]
+      leaf = leaf.reshape(leaf.shape[0], leaf.shape[1], -1, size, *leaf.shape[3:])
+      new[name] = leaf[:, rows, blocks]  # [L, M, Z, K, H]
+  return {name: pool[name].at[:, pages].set(new[name].astype(pool[name].dtype), mode="drop")
+          for name in ("key", "value")}
 
 
 def insert(slots, prefilled, new, unrolled):

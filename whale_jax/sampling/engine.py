@@ -39,9 +39,12 @@ from whale_jax.parallel import rules as rules_lib
 from whale_jax.sampling import api
 from whale_jax.sampling import categorical
 from whale_jax.sampling import decode
+from whale_jax.sampling import prefix_cache
 from whale_jax.sampling import stops
 
 MIN_LENGTH_BUCKET = 32
+DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
+_NO_PAGE = 2**30  # a page index past any pool: gathers read zeros, saves are dropped
 
 
 def length_bucket(length):
@@ -78,11 +81,23 @@ class _Request:
 
 
 @dataclasses.dataclass
+class _PrefillRow:
+  """One distinct prompt of an admission round: its requests share one prefill row."""
+  prompt: tuple
+  requests: list
+  pages: list  # pool pages of its cached prefix
+
+  def prefix_length(self, block_size):
+    return len(self.pages) * block_size
+
+
+@dataclasses.dataclass
 class _Sample:
   request: _Request
   index: int
   watcher: stops.StopStringWatcher | None
   slot: int = -1
+  cacheable: bool = True  # its KV came from the weights the prefix cache holds
   token_ids: list = dataclasses.field(default_factory=list)
   logprobs: list = dataclasses.field(default_factory=list)
   completion: api.Completion | None = None
@@ -113,15 +128,21 @@ def _counted(name, function):
 
 
 @functools.lru_cache(maxsize=16)
-def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rules_items):
+def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rules_items,
+                      block_size):
   """The engine's jitted functions, shared by engines with the same settings (one compile)."""
-  slot_shardings = None
+  slot_shardings = pool_shardings = None
   if mesh is not None:
     slot_shardings = rules_lib.shardings(decode.slots_logical_axes(config, unrolled), mesh,
                                          dict(rules_items))
+    pool_shardings = rules_lib.shardings(decode.pool_logical_axes(), mesh, dict(rules_items))
 
   def prefill_call(params, tokens, lengths):
     return decode.prefill(params, config, tokens, lengths)
+
+  def prefill_prefix_call(params, tokens, lengths, pool, pages, prefix_lengths):
+    return decode.prefill_with_prefix(params, config, tokens, lengths, pool, pages,
+                                      prefix_lengths)
 
   def decode_call(params, layers, slots, cancel, num_steps, stop_early, transposed):
     return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
@@ -132,6 +153,17 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
           decode.init_slots, config, num_stop_ids=num_stop_ids, unrolled=unrolled)),
                    static_argnums=(0, 1), out_shardings=slot_shardings),
       prefill=jax.jit(_counted("prefill", prefill_call)),
+      prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call)),
+      init_pool=jax.jit(_counted("init_pool", functools.partial(
+          decode.init_pool, config, block_size=block_size)), static_argnums=0,
+                        out_shardings=pool_shardings),
+      grow_pool=jax.jit(_counted("grow_pool", decode.grow_pool), static_argnums=1,
+                        donate_argnums=0, out_shardings=pool_shardings),
+      save_prefill=jax.jit(_counted("save_blocks", functools.partial(
+          decode.save_blocks, unrolled=False)), donate_argnums=0, out_shardings=pool_shardings),
+      save_slots=jax.jit(_counted("save_blocks", functools.partial(
+          decode.save_blocks, unrolled=unrolled)), donate_argnums=0,
+                         out_shardings=pool_shardings),
       insert=jax.jit(_counted("insert", functools.partial(decode.insert, unrolled=unrolled)),
                      donate_argnums=0, out_shardings=slot_shardings),
       decode=jax.jit(_counted("decode", decode_call), donate_argnums=2, static_argnums=6,
@@ -171,17 +203,42 @@ class Engine:
     unrolled: decode with models.decode_step (one cache buffer per layer, and per-layer
       copies of the weights made once per params version: see _prepared_layers) instead of
       decoder.forward_with_cache. Default: on CPU, for the models decode_step supports.
+    prefix_cache_bytes: memory budget of the prefix cache's block pool (KV of prompt and
+      completion blocks reused by later requests that start with them; see prefix_cache.py).
+      0 turns it off. Default DEFAULT_PREFIX_CACHE_BYTES for plain decoders, 0 for hybrid
+      ones (their recurrent state is not block-granular; identical prompts admitted together
+      still share one prefill).
+    prefix_block_size: tokens per cached block: 1, 2, 4, 8 or 16.
+    prefix_cache_completions: also cache each finished sample's prompt + completion blocks
+      (their KV is in its decode slot), so that a next turn that starts with them skips the
+      completion too. Off: only prefilled prompt blocks are cached, and a next turn
+      recomputes the previous completion once.
   """
 
   def __init__(self, config, params, tokenizer=None, mesh=None, rules=None, max_slots=64,
                min_slots=1, steps_per_call=64, max_cache_length=None,
-               max_prefill_tokens=8192, num_stop_ids=16, unrolled=None):
+               max_prefill_tokens=8192, num_stop_ids=16, unrolled=None,
+               prefix_cache_bytes=None, prefix_block_size=16, prefix_cache_completions=True):
     for name, value in (("max_slots", max_slots), ("min_slots", min_slots),
                         ("steps_per_call", steps_per_call),
                         ("max_prefill_tokens", max_prefill_tokens),
                         ("num_stop_ids", num_stop_ids)):
       if not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}={value!r} must be a positive int.")
+    if prefix_block_size not in (1, 2, 4, 8, 16):
+      raise ValueError(f"prefix_block_size={prefix_block_size!r} must be 1, 2, 4, 8 or 16 "
+                       "(it must divide every cache length bucket).")
+    if prefix_cache_bytes is None:
+      prefix_cache_bytes = 0 if config.is_hybrid else DEFAULT_PREFIX_CACHE_BYTES
+    if not isinstance(prefix_cache_bytes, int) or prefix_cache_bytes < 0:
+      raise ValueError(f"prefix_cache_bytes={prefix_cache_bytes!r} must be an int >= 0 "
+                       "(0 = no prefix cache).")
+    if prefix_cache_bytes and config.is_hybrid:
+      raise ValueError(
+          f"prefix_cache_bytes={prefix_cache_bytes}: hybrid models (model_type="
+          f"{config.model_type!r}) carry a recurrent state that block KV cannot restore; "
+          "build the sampler with prefix_cache_bytes=0 (identical prompts admitted together "
+          "still share one prefill).")
     self.config = config
     self.tokenizer = tokenizer
     self.mesh = mesh
@@ -221,12 +278,24 @@ class Engine:
     self._compilations = collections.Counter()
     self._metrics = collections.Counter()
     self._max_queue_wait_seconds = 0.0
+    self.prefix_block_size = prefix_block_size
+    block_bytes = (2 * config.num_layers * prefix_block_size * config.num_kv_heads *
+                   config.head_dim * jnp.dtype(config.compute_jnp_dtype).itemsize)
+    if prefix_cache_bytes and prefix_cache_bytes < block_bytes:
+      raise ValueError(f"prefix_cache_bytes={prefix_cache_bytes} is less than one block "
+                       f"({block_bytes} bytes); raise it or pass 0 to turn the cache off.")
+    self._index = (prefix_cache.PrefixIndex(prefix_block_size, prefix_cache_bytes // block_bytes)
+                   if prefix_cache_bytes else None)
+    self._pool = None
+    self._indexed_params = None
+    self._cache_completions = bool(prefix_cache_completions)
     # Special token ids do not change the compiled functions: engines that differ only in
     # them share compilations.
     compiled_config = config.replace(eos_token_ids=(), bos_token_id=None, pad_token_id=None,
                                      max_position_embeddings=0)
     self._functions = _jitted_functions(compiled_config, unrolled, steps_per_call,
-                                        num_stop_ids, mesh, tuple(sorted(self.rules.items())))
+                                        num_stop_ids, mesh, tuple(sorted(self.rules.items())),
+                                        prefix_block_size)
 
   def _call(self, function, *args):
     """Calls a jitted function, counting its compilations (traces) for this engine."""
@@ -303,10 +372,13 @@ class Engine:
   def metrics(self):
     """Counters and rates since the engine started (see docs of each key below).
 
-    generated_tokens, prefill_tokens, completed_requests, decode_calls; tokens_per_second
+    generated_tokens, prefill_tokens (prompt positions computed), prefill_tokens_saved
+    (prompt positions served from the prefix cache or shared with an identical prompt
+    admitted at the same time), completed_requests, decode_calls; tokens_per_second
     (generated tokens per second of engine busy time); slot_occupancy (mean fraction of slots
     generating per decode step); mean/max queue_wait_seconds (submit to admission);
-    compilations (total) and compilations_by_function.
+    prefix_cache_blocks (cached now), prefix_cache_pool_blocks (pages allocated),
+    prefix_cache_evictions; compilations (total) and compilations_by_function.
     """
     with self._lock, _COUNTER_LOCK:
       metrics = dict(self._metrics)
@@ -318,6 +390,10 @@ class Engine:
     return {
         "generated_tokens": metrics.get("generated_tokens", 0),
         "prefill_tokens": metrics.get("prefill_tokens", 0),
+        "prefill_tokens_saved": metrics.get("prefill_tokens_saved", 0),
+        "prefix_cache_blocks": metrics.get("prefix_cache_blocks", 0),
+        "prefix_cache_pool_blocks": metrics.get("prefix_cache_pool_blocks", 0),
+        "prefix_cache_evictions": metrics.get("prefix_cache_evictions", 0),
         "completed_requests": metrics.get("completed_requests", 0),
         "decode_calls": metrics.get("decode_calls", 0),
         "busy_seconds": busy,
@@ -437,6 +513,11 @@ class Engine:
     """One round: resize, admit, decode, collect. Returns the requests that completed."""
     new_samples = [sample for request in admitted for sample in request.samples]
     active = [sample for sample in self._slot_samples if sample is not None]
+    if self._index is not None and params is not self._indexed_params:
+      self._index.clear()  # cached KV is of other weights
+      for sample in active:
+        sample.cacheable = False
+      self._indexed_params = params
     self._fit_slots(active, new_samples)
     if admitted:
       self._admit(params, admitted)
@@ -452,7 +533,16 @@ class Engine:
         self._functions.decode, params, layers, self._slots, jnp.asarray(cancel),
         jnp.int32(self.steps_per_call), jnp.bool_(waiting), batch_size > 1)
     tokens, logprobs = jax.device_get((tokens, logprobs))
-    return self._collect(tokens, logprobs)
+    finished = []
+    completed = self._collect(tokens, logprobs, finished)
+    if self._index is not None:
+      if self._cache_completions:
+        self._save_finished(finished)
+      with self._lock:
+        self._metrics["prefix_cache_blocks"] = len(self._index)
+        self._metrics["prefix_cache_pool_blocks"] = self._index.pool_blocks
+        self._metrics["prefix_cache_evictions"] = self._index.evictions
+    return completed
 
   def _prepared_layers(self, params, transposed):
     """decode_step.split_layers(params), made once per params version and layout.
@@ -512,34 +602,63 @@ class Engine:
     return cache["value"][0].shape[2] if self.unrolled else cache["value"].shape[2]
 
   def _admit(self, params, admitted):
-    """Prefills the admitted prompts and starts their samples in free slots."""
+    """Prefills the admitted prompts and starts their samples in free slots.
+
+    Identical prompts share one prefill row; a prompt's cached prefix (full blocks) is read
+    from the block pool and only the rest is computed; the new full blocks are then cached.
+    """
     free = [b for b, sample in enumerate(self._slot_samples) if sample is None]
     triples = [(r.params.seed, r.request_key, s.index) for r in admitted for s in r.samples]
     rngs = iter(categorical.sample_rngs(triples))
     rng_of = {id(s): next(rngs) for r in admitted for s in r.samples}
-    order = sorted(admitted, key=lambda r: len(r.prompt))
+    rows = {}
+    for request in admitted:
+      if request.prompt not in rows:
+        rows[request.prompt] = _PrefillRow(request.prompt, [], [])
+      rows[request.prompt].requests.append(request)
+    pinned = set()  # pages read or written in this round: never evicted before use
+    if self._index is not None:
+      for row in rows.values():
+        row.pages = self._index.lookup(row.prompt[:-1])
+        pinned.update(row.pages)
+    size = self.prefix_block_size
+    order = sorted(rows.values(), key=lambda r: len(r.prompt))
     while order:  # prefill batches of similar lengths within max_prefill_tokens
       group = [order.pop(0)]
       while order:
         candidate = group + [order[0]]
-        tokens = (power_of_four_bucket(len(candidate), self._min_prefill_rows) *
-                  length_bucket(max(len(r.prompt) - 1 for r in candidate)))
+        tokens = (power_of_four_bucket(len(candidate), self._min_prefill_rows) * length_bucket(
+            max(len(r.prompt) - 1 - r.prefix_length(size) for r in candidate)))
         if tokens > self.max_prefill_tokens:
           break
         group.append(order.pop(0))
-      self._prefill_group(params, group, free, rng_of)
+      self._prefill_group(params, group, free, rng_of, pinned)
 
-  def _prefill_group(self, params, group, free, rng_of):
+  def _prefill_group(self, params, group, free, rng_of, pinned):
     num_prompts = power_of_four_bucket(len(group), self._min_prefill_rows)
-    length = length_bucket(max(len(r.prompt) - 1 for r in group))
+    size = self.prefix_block_size
+    total_length = length_bucket(max(len(r.prompt) - 1 for r in group))
+    prefix = np.zeros((num_prompts,), np.int32)
+    for row, group_row in enumerate(group):
+      prefix[row] = group_row.prefix_length(size)
+    length = length_bucket(max(len(r.prompt) - 1 - p for r, p in zip(group, prefix)))
     tokens = np.zeros((num_prompts, length), np.int32)
     lengths = np.zeros((num_prompts,), np.int32)
-    for row, request in enumerate(group):
-      tokens[row, :len(request.prompt) - 1] = request.prompt[:-1]
-      lengths[row] = len(request.prompt) - 1
-    prefilled = self._call(self._functions.prefill, params, jnp.asarray(tokens),
-                           jnp.asarray(lengths))
-    samples = [(row, s) for row, r in enumerate(group) for s in r.samples]
+    for row, group_row in enumerate(group):
+      tokens[row, :len(group_row.prompt) - 1 - prefix[row]] = group_row.prompt[prefix[row]:-1]
+      lengths[row] = len(group_row.prompt) - 1 - prefix[row]
+    if prefix.any():
+      pages = np.full((num_prompts, total_length // size), _NO_PAGE, np.int32)
+      for row, group_row in enumerate(group):
+        pages[row, :len(group_row.pages)] = group_row.pages
+      prefilled = self._call(self._functions.prefill_prefix, params, jnp.asarray(tokens),
+                             jnp.asarray(lengths), self._pool, jnp.asarray(pages),
+                             jnp.asarray(prefix))
+    else:
+      prefilled = self._call(self._functions.prefill, params, jnp.asarray(tokens),
+                             jnp.asarray(lengths))
+    samples = [(row, s) for row, group_row in enumerate(group) for r in group_row.requests
+               for s in r.samples]
     count = power_of_four_bucket(len(samples))
     batch_size = len(self._slot_samples)
     new = {"slot": np.full((count,), batch_size, np.int32),
@@ -563,11 +682,47 @@ class Engine:
       new["stop_ids"][m, :len(request.stop_ids)] = request.stop_ids
     self._slots = self._call(self._functions.insert, self._slots, prefilled,
                              {name: jnp.asarray(value) for name, value in new.items()})
+    if self._index is not None:
+      writes = [(row, block, page) for row, group_row in enumerate(group)
+                for block, page in self._index.insert(group_row.prompt[:-1], pinned)]
+      self._save_blocks(self._functions.save_prefill, prefilled, writes)
+    needed = sum(len(r.prompt) - 1 for group_row in group for r in group_row.requests)
     with self._lock:
       self._metrics["prefill_tokens"] += int(lengths.sum())
+      self._metrics["prefill_tokens_saved"] += needed - int(lengths.sum())
 
-  def _collect(self, tokens, logprobs):
-    """Appends a decode call's tokens to their samples; returns completed requests."""
+  def _save_blocks(self, function, cache, writes):
+    """Copies (row, block, page) blocks of cache into the pool, growing the pool first."""
+    if not writes:
+      return
+    if self._pool is None:
+      self._pool = self._call(self._functions.init_pool, self._index.pool_blocks)
+    elif self._pool["key"].shape[1] < self._index.pool_blocks:
+      self._pool = self._call(self._functions.grow_pool, self._pool, self._index.pool_blocks)
+    count = power_of_four_bucket(len(writes))
+    rows = np.zeros((count,), np.int32)
+    blocks = np.zeros((count,), np.int32)
+    pages = np.full((count,), _NO_PAGE, np.int32)
+    for m, (row, block, page) in enumerate(writes):
+      rows[m], blocks[m], pages[m] = row, block, page
+    self._pool = self._call(function, self._pool, cache, jnp.asarray(rows),
+                            jnp.asarray(blocks), jnp.asarray(pages))
+
+  def _save_finished(self, finished):
+    """Caches the full blocks of each finished sample's prompt + completion (their KV is in
+    its slot up to the completion's last token, which was never fed)."""
+    writes, pinned = [], set()
+    for sample in finished:
+      if not sample.cacheable:
+        continue
+      sequence = sample.request.prompt + tuple(sample.token_ids)
+      writes += [(sample.slot, block, page)
+                 for block, page in self._index.insert(sequence[:-1], pinned)]
+    self._save_blocks(self._functions.save_slots, self._slots["cache"], writes)
+
+  def _collect(self, tokens, logprobs, finished):
+    """Appends a decode call's tokens to their samples; returns completed requests and adds
+    the samples that ended to finished."""
     generated, steps = 0, 0
     completed = []
     for slot, sample in enumerate(self._slot_samples):
@@ -581,6 +736,7 @@ class Engine:
       sample.logprobs.extend(float(p) for p in logprobs[slot, :count])
       if self._finish_if_done(sample, count):
         self._slot_samples[slot] = None
+        finished.append(sample)
         if all(s.completion is not None for s in sample.request.samples):
           completed.append(sample.request)
     with self._lock:
@@ -621,4 +777,7 @@ class Engine:
     requests.update({id(r): r for r in admitted})
     self._slots, self._slot_samples, self._layers = None, [], {}
     self._to_cancel.clear()
+    self._pool = None  # a failed call may have consumed the pool's donated buffers
+    if self._index is not None:
+      self._index = prefix_cache.PrefixIndex(self._index.block_size, self._index.max_blocks)
     return [(request, error) for request in requests.values()]

@@ -1,0 +1,163 @@
+"""The prefix cache: its index (by hand), and the cached engine against the uncached one.
+
+Cached and uncached engines serve the same calls in the same order, so the only difference
+between them is where a prompt's prefix KV comes from (the block pool or a fresh prefill):
+tokens must be identical and float32 logprobs within 1e-6 of each other relative to their
+size (|a - b| <= 1e-6 * max(1, |b|)). That is the engine's own rounding noise: the uncached
+engine serving the same calls with one slot instead of eight differs by up to 1.9e-6 in a
+logprob near -5 (5e-7 relative), and the cache's difference is of that size (docs/design.md).
+"""
+import numpy as np
+import pytest
+
+from tests.sampling import tiny_model
+from whale_jax.sampling import Sampler
+from whale_jax.sampling import SamplingParams
+from whale_jax.sampling import prefix_cache
+
+CONFIG = tiny_model.CONFIG
+STEPS = tiny_model.STEPS_PER_CALL
+TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module")
+def params():
+  return tiny_model.params(seed=3)
+
+
+def _assert_same(cached, uncached, tolerance=TOLERANCE):
+  assert len(cached) == len(uncached)
+  for a, b in zip(cached, uncached):
+    assert a.token_ids == b.token_ids
+    assert a.finish_reason == b.finish_reason
+    a, b = np.asarray(a.logprobs), np.asarray(b.logprobs)
+    assert np.all(np.abs(a - b) <= tolerance * np.maximum(1.0, np.abs(b))), np.max(
+        np.abs(a - b) / np.maximum(1.0, np.abs(b)))
+
+
+def test_index_finds_longest_cached_run_and_evicts_least_recent_leaf():
+  index = prefix_cache.PrefixIndex(block_size=2, max_blocks=4, min_blocks=2)
+  assert index.insert([1, 2, 3, 4, 5], set()) == [(0, 0), (1, 1)]  # the 5 is a partial block
+  assert index.pool_blocks == 2
+  assert index.lookup([1, 2, 3, 4, 9, 9]) == [0, 1]
+  assert index.lookup([1, 2, 7, 7]) == [0]
+  assert index.lookup([2, 1]) == []
+  assert index.insert([1, 2, 7, 7], set()) == [(1, 2)]  # shares block 0; the pool doubled
+  assert index.pool_blocks == 4
+  assert index.insert([5, 5], set()) == [(0, 3)]
+  index.lookup([1, 2, 3, 4])  # [1, 2] [7, 7] is now the least recently used leaf
+  assert index.insert([6, 6], set()) == [(0, 2)] and index.evictions == 1
+  assert index.lookup([1, 2, 7, 7]) == [0]
+  # Pinned pages are never evicted: [5, 5] and [6, 6] pinned, [1, 2] [3, 4] the only other
+  # leaf; its parent [1, 2] becomes a leaf only after it goes, and [9, 9] [8, 8] then takes it.
+  assert index.insert([9, 9, 8, 8], {3, 2}) == [(0, 1), (1, 0)]
+  assert index.lookup([1, 2]) == [] and index.lookup([9, 9, 8, 8]) == [1, 0]
+  assert index.insert([4, 4], {0, 1, 2, 3}) == []  # everything pinned: nothing cached
+  with pytest.raises(ValueError, match="max_blocks=0"):
+    prefix_cache.PrefixIndex(block_size=2, max_blocks=0)
+
+
+def test_group_of_eight_prefills_once_and_matches_uncached(params):
+  rng = np.random.default_rng(0)
+  prompt = rng.integers(3, CONFIG.vocab_size, 41).tolist()
+  sampling = SamplingParams(max_tokens=12, seed=5)
+  outputs, metrics = [], []
+  for cache_bytes in (None, 0):
+    with Sampler(CONFIG, params, max_slots=16, steps_per_call=STEPS,
+                 prefix_cache_bytes=cache_bytes) as sampler:
+      # Eight requests of one prompt (one sample each, as G episodes send), then one n=8 one.
+      group = sampler.generate([prompt] * 8, sampling, request_keys=list(range(8)))
+      group += sampler.generate([prompt], sampling.replace(n=8), request_keys=[9])
+      outputs.append(group)
+      metrics.append(sampler.metrics())
+  _assert_same(*outputs)
+  assert len({tuple(out.token_ids) for out in outputs[0]}) > 1  # the samples differ
+  # Uncached: the first call prefills its 40 positions once for all eight (identical prompts
+  # admitted together), and once more in the second call. Cached: the second call reads the
+  # two full 16-token blocks and computes the last 8 positions.
+  assert metrics[1]["prefill_tokens"] == 40 + 40
+  assert metrics[0]["prefill_tokens"] == 40 + 8
+  assert metrics[0]["prefill_tokens_saved"] == 7 * 40 + 32
+
+
+def _episodes(num_episodes, rng):
+  """Per episode: first prompt and, per later turn, the tokens appended after the completion."""
+  return [(rng.integers(3, CONFIG.vocab_size, int(rng.integers(18, 46))).tolist(),
+           [rng.integers(3, CONFIG.vocab_size, int(rng.integers(10, 40))).tolist()
+            for _ in range(2)]) for _ in range(num_episodes)]
+
+
+def _run_episodes(sampler, episodes, sampling):
+  """Three turns per episode, each turn's prompt = the conversation so far (batched per turn)."""
+  conversations = [list(first) for first, _ in episodes]
+  completions = []
+  for turn in range(3):
+    outs = sampler.generate(conversations, sampling.replace(seed=turn),
+                            request_keys=list(range(len(conversations))))
+    completions += outs
+    if turn < 2:
+      for conversation, out, (_, tools) in zip(conversations, outs, episodes):
+        conversation += out.token_ids + tools[turn]
+  return completions
+
+
+def _full_blocks(length, block_size):
+  return length // block_size * block_size
+
+
+@pytest.mark.parametrize("block_size, cache_bytes, completions", [
+    (16, None, True),
+    (4, 12 * 2 * 2 * 4 * 2 * 8 * 4, True),  # 12 blocks of key + value, 2 layers: evictions
+    (16, None, False),  # only prefilled prompt blocks
+])
+def test_ragged_multi_turn_episodes_match_uncached(params, block_size, cache_bytes, completions):
+  episodes = _episodes(6, np.random.default_rng(1))
+  sampling = SamplingParams(max_tokens=20, temperature=1.0)
+  outputs, metrics = [], []
+  for budget in (cache_bytes, 0):
+    with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS, prefix_cache_bytes=budget,
+                 prefix_block_size=block_size,
+                 prefix_cache_completions=completions) as sampler:
+      outputs.append(_run_episodes(sampler, episodes, sampling))
+      metrics.append(sampler.metrics())
+  _assert_same(*outputs)
+  cached, uncached = metrics
+  needed = uncached["prefill_tokens"]
+  assert needed == sum(len(out.prompt_token_ids) - 1 for out in outputs[1])
+  assert cached["prefill_tokens"] + cached["prefill_tokens_saved"] == needed
+  assert uncached["prefill_tokens_saved"] == 0
+  # Without evictions, turn k + 1 reads every full block of turn k's prompt (positions but
+  # the last), and with completions cached also those of turn k's prompt and completion.
+  num = len(episodes)
+  previous = [(len(out.prompt_token_ids) - 1 + (len(out.token_ids) if completions else 0))
+              for out in outputs[1][:2 * num]]
+  expected = sum(_full_blocks(length, block_size) for length in previous)
+  if cache_bytes is None:
+    assert cached["prefix_cache_evictions"] == 0
+    assert cached["prefill_tokens_saved"] == expected
+  else:
+    assert cached["prefix_cache_pool_blocks"] == 12
+    assert cached["prefix_cache_evictions"] > 0
+    assert 0 < cached["prefill_tokens_saved"] < expected
+
+
+def test_new_weights_drop_the_cache(params):
+  prompt = list(range(3, 40))
+  sampling = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+  other = tiny_model.params(seed=4)
+  with Sampler(CONFIG, params, max_slots=4, steps_per_call=STEPS) as sampler:
+    sampler.generate([prompt], sampling)
+    sampler.update_params(other)
+    cached = sampler.generate([prompt], sampling)
+    assert sampler.metrics()["prefill_tokens_saved"] == 0
+  with Sampler(CONFIG, other, max_slots=4, steps_per_call=STEPS,
+               prefix_cache_bytes=0) as sampler:
+    _assert_same(cached, sampler.generate([prompt], sampling))
+
+
+def test_bad_cache_settings_raise():
+  params = tiny_model.params(seed=3)
+  with pytest.raises(ValueError, match="prefix_block_size=3"):
+    Sampler(CONFIG, params, prefix_block_size=3)
+  with pytest.raises(ValueError, match="less than one block"):
+    Sampler(CONFIG, params, prefix_cache_bytes=100)
