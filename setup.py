@@ -43,5 +43,8 @@ setuptools.setup(
         # pypdf: text of PDF corpora for document QA (OfficeQA's bulletin PDFs); a pure-Python
         # extractor, so a PDF corpus needs no system libraries.
         "pdf": ["pypdf"],
+        # python -m whale_jax.aot: the TPU compiler (libtpu, pinned by jax[tpu]) to compile for
+        # a TPU topology from a CPU host; the versions launch/constraints.txt pins on the pods.
+        "aot": ["jax[tpu]==0.10.2", "libtpu==0.0.42.1"],
     },
 )
