@@ -46,3 +46,90 @@ def test_imports_point_down():
 def test_every_layer_is_known():
   layers = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
   assert layers <= set(ALLOWED), layers - set(ALLOWED)
+
+
+# ---- Import cycles, between modules of the package (a folder's own modules included) -------
+
+def _module_name(path, package_root):
+  parts = list(path.relative_to(package_root.parent).with_suffix("").parts)
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(package_root):
+  """{module: {modules it imports}} over package_root's modules, every import counted (those
+  inside functions too: a lazy import that closes a cycle is still a cycle)."""
+  paths = {_module_name(path, package_root): path for path in package_root.rglob("*.py")}
+  graph = {}
+  for name, path in paths.items():
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.Import):
+        imported = [alias.name for alias in node.names]
+      elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        # `from a.b import c` imports the module a.b.c when there is one, else a.b.
+        imported = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in paths
+                    else node.module for alias in node.names]
+      else:
+        continue
+      targets.update(module for module in imported if module in paths and module != name)
+    graph[name] = targets
+  return graph
+
+
+def _cycles(graph):
+  """The strongly connected components of more than one module (Tarjan's algorithm)."""
+  index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for target in sorted(graph[node]):
+      if target not in index:
+        visit(target)
+        low[node] = min(low[node], low[target])
+      elif target in on_stack:
+        low[node] = min(low[node], index[target])
+    if low[node] == index[node]:
+      component = []
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.append(member)
+        if member == node:
+          break
+      if len(component) > 1:
+        components.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return components
+
+
+def _without_package_inits(graph):
+  """A package's __init__ re-exporting its own modules, which import each other by the
+  package's name, is how Python packages work, not a cycle: edges from a module to the
+  __init__ of its own package (or a package above it) are dropped."""
+  return {module: {target for target in targets if not module.startswith(target + ".")}
+          for module, targets in graph.items()}
+
+
+def test_no_import_cycles():
+  cycles = _cycles(_without_package_inits(_import_graph(PACKAGE)))
+  assert not cycles, "Modules that import each other (directly or around a loop):\n" + "\n".join(
+      " -> ".join(cycle) for cycle in cycles)
+
+
+def test_a_planted_cycle_inside_one_folder_is_found(tmp_path):
+  package = tmp_path / "whale_jax"
+  (package / "algorithms").mkdir(parents=True)
+  for name, text in {"__init__.py": "", "algorithms/__init__.py": "",
+                     "algorithms/a.py": "from whale_jax.algorithms import b\n",
+                     "algorithms/b.py": "import os\n\ndef f():\n"
+                                        "  from whale_jax.algorithms import c  # lazy\n",
+                     "algorithms/c.py": "import whale_jax.algorithms.a\n",
+                     "algorithms/d.py": "from whale_jax.algorithms import a\n"}.items():
+    (package / name).write_text(text)
+  assert _cycles(_without_package_inits(_import_graph(package))) == [
+      ["whale_jax.algorithms.a", "whale_jax.algorithms.b", "whale_jax.algorithms.c"]]

@@ -13,12 +13,14 @@ from configs import harness_learning as harness_learning_configs
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import harness_learning
 from whale_jax.algorithms import harness_revision
+from whale_jax.algorithms import options
 from whale_jax.harness import runtime as runtime_lib
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
+from whale_jax.search import reward as reward_lib
 from whale_jax.tasks import domain as domain_lib
 from whale_jax.tokenization import load_tokenizer
 
@@ -139,25 +141,25 @@ def _context(tmp_path, kind="patch", evaluate=None, name="revision"):
 ])
 def test_reward_matches_hand_computed_values(case, arguments, expected):
   kind = case.split(":")[0]
-  assert harness_revision.reward(kind, **arguments) == pytest.approx(expected, abs=1e-12), case
+  assert reward_lib.reward(kind, **arguments) == pytest.approx(expected, abs=1e-12), case
 
 
 def test_patch_bonus_is_capped():
-  config = harness_revision.RewardConfig(parsed=0.1, applied=0.2, completed=0.3, cap=0.3)
+  config = reward_lib.RewardConfig(parsed=0.1, applied=0.2, completed=0.3, cap=0.3)
   # 0.1 + 0.2 + 0.3 * 0.5 = 0.45, capped at 0.3, on top of the score 0.2.
-  value = harness_revision.reward("patch", True, True, 0.5, 0.2, config=config)
+  value = reward_lib.reward("patch", True, True, 0.5, 0.2, config=config)
   assert value == pytest.approx(0.5)
-  assert harness_revision.reward("patch", True, False, 0.0, 0.0, config=config) == (
+  assert reward_lib.reward("patch", True, False, 0.0, 0.0, config=config) == (
       pytest.approx(0.1))
 
 
 def test_reward_rejects_bad_input():
   with pytest.raises(ValueError, match="kind"):
-    harness_revision.reward("diff", True, True, 1.0, 1.0)
+    reward_lib.reward("diff", True, True, 1.0, 1.0)
   with pytest.raises(ValueError, match="score"):
-    harness_revision.reward("patch", True, True, 1.0, 1.5)
+    reward_lib.reward("patch", True, True, 1.0, 1.5)
   with pytest.raises(ValueError, match="negative"):
-    harness_revision.RewardConfig(parsed=-0.05)
+    reward_lib.RewardConfig(parsed=-0.05)
 
 
 # ---- judging replies ------------------------------------------------------------------------
@@ -367,32 +369,32 @@ def test_best_of_rule_keeps_the_best_runnable_even_when_worse():
 # ---- configuration -------------------------------------------------------------------------
 
 def test_phases_follow_the_stages():
-  config = harness_learning.HarnessLearningConfig(adapt_stages=("base", "sft", "grpo"))
+  config = options.HarnessLearningConfig(adapt_stages=("base", "sft", "grpo"))
   assert harness_learning.phases(config) == [
       "adapt_base", "demonstrations", "sft", "adapt_sft", "grpo", "adapt_grpo"]
-  no_sft = harness_learning.HarnessLearningConfig(teachers=(), adapt_stages=("grpo",))
+  no_sft = options.HarnessLearningConfig(teachers=(), adapt_stages=("grpo",))
   assert harness_learning.phases(no_sft) == ["grpo", "adapt_grpo"]
 
 
 def test_config_errors_name_the_key_to_change():
   with pytest.raises(ValueError, match="adapt_stages"):
-    harness_learning.HarnessLearningConfig(teachers=(), adapt_stages=("sft",))
+    options.HarnessLearningConfig(teachers=(), adapt_stages=("sft",))
   with pytest.raises(ValueError, match="selection_rules"):
-    harness_learning.HarnessLearningConfig(selection_rules=("greedy",))
+    options.HarnessLearningConfig(selection_rules=("greedy",))
   with pytest.raises(ValueError, match="num_candidates"):
-    harness_learning.HarnessLearningConfig(num_candidates=1)
+    options.HarnessLearningConfig(num_candidates=1)
 
 
 def test_paper_configs_resolve():
   config = harness_learning_configs.get_config("")
-  options = harness_learning.HarnessLearningConfig(**config.harness_learning.to_dict())
-  assert options.kind == "patch" and options.num_candidates == 8
-  assert options.rewards == harness_revision.RewardConfig()
-  assert len(options.sft_domains) == 21 and len(options.grpo_domains) == 5
-  assert set(options.grpo_domains) <= set(options.sft_domains)
+  hl_config = options.HarnessLearningConfig(**config.harness_learning.to_dict())
+  assert hl_config.kind == "patch" and hl_config.num_candidates == 8
+  assert hl_config.rewards == reward_lib.RewardConfig()
+  assert len(hl_config.sft_domains) == 21 and len(hl_config.grpo_domains) == 5
+  assert set(hl_config.grpo_domains) <= set(hl_config.sft_domains)
   held_out = config.domain.name
-  assert held_out not in options.sft_domains and config.domain.split_sizes["test"] == 75
-  qa = harness_learning.HarnessLearningConfig(
+  assert held_out not in hl_config.sft_domains and config.domain.split_sizes["test"] == 75
+  qa = options.HarnessLearningConfig(
       **harness_learning_configs.get_config("qa").harness_learning.to_dict())
   assert qa.kind == "program" and not qa.sft_enabled and qa.selection_rules[0] == "best_of"
 

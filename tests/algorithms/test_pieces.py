@@ -6,6 +6,7 @@ import pytest
 
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import loop
+from whale_jax.algorithms import options
 from whale_jax.algorithms import rollouts
 from whale_jax.algorithms import samples
 from whale_jax.algorithms import whale
@@ -55,7 +56,7 @@ def _fake_run(num_weight, seed=0, prompt_batch=4):
   domain = types.SimpleNamespace(splits=lambda: {"weight": pool, "harness": [1] * 6})
   return types.SimpleNamespace(
       splits=domain.splits(), state=loop.fresh_state("src"),
-      loop=loop.LoopConfig(seed=seed, prompt_batch=prompt_batch, candidates_per_iteration=3),
+      loop=options.LoopConfig(seed=seed, prompt_batch=prompt_batch, candidates_per_iteration=3),
       counts=types.SimpleNamespace(training=0))
 
 

@@ -14,20 +14,9 @@ Budgets: total_weight_epochs for weight steps, search_iterations for harness sea
 optional budget_rollouts (weight + harness rollouts) shared with the recipes they are
 compared to.
 """
-import dataclasses
 
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import whale
-
-
-@dataclasses.dataclass(frozen=True)
-class BaselineConfig:
-  """config.baseline keys."""
-  total_weight_epochs: float = 4.0
-  search_iterations: int = 40
-  budget_rollouts: int = 0
-  weight_fraction: float = 0.5   # stagewise / sia: share of budget_rollouts for the weights
-  weight_update: str = "rsft"    # or "grpo"
 
 
 def _step_fn(baseline_config):

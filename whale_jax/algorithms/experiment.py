@@ -1,24 +1,21 @@
-"""From an experiment config to a running recipe: model, tokenizer, domain, policy, runtime.
+"""From an experiment config to a finished recipe: check it, build the Run, run, summarize.
 
   summary = experiment.run(config, workdir)     # what `python -m whale_jax.main` calls
 
-Config sections (see configs/*.py for complete examples):
-  recipe       one of RECIPES, or "compare" with config.methods = (recipe, ...) run one after
-               another from the same start in workdir/<recipe>/, then tabled and plotted.
-  model        source "random" (ModelConfig fields + seed), "hf" (path, dtype) or
-               "embedded" (the solver shipped in whale_jax/assets/demo_solver).
-  tokenizer    "byte", a tokenizer path, or "" for the model directory's own.
-  domain       name + the domain builder's keyword arguments (whale_jax.tasks.get_domain).
+Config sections (see configs/*.py for complete examples; algorithms/builders.py says what each
+builder makes of its section, algorithms/config_check.py which keys and values are allowed):
+  recipe       one of RECIPES, "compare" with config.methods = (recipe, ...) run one after
+               another from the same start in workdir/<recipe>/, then tabled and plotted, or
+               "warm_start" (algorithms/warm_start.py).
+  model, tokenizer, domain, search, runtime, mesh    built by algorithms/builders.py.
   sampling     SamplingParams of training rollouts and harness evaluations.
   eval_sampling  overrides of sampling for test mean@k.
-  training     algorithms.policy.PolicyConfig fields.
-  loop         algorithms.loop.LoopConfig fields.
-  whale, baseline, vace, harness_learning   the recipe's own options.
-  search       proposer ("edit_library", "in_process", "openai") and its options.
-  runtime      HarnessRuntime options (num_workers, timeout_seconds, memory_bytes, ...).
-  mesh         {data, fsdp, tensor} sizes, and num_devices (use the first N; 0 = all).
+  training     options.PolicyConfig fields.
+  loop         options.LoopConfig fields.
+  whale, baseline, vace, harness_learning   the recipe's own options (options.py).
+
+Every recipe receives resolved values (a Run and its options dataclass), never the ConfigDict.
 """
-import dataclasses
 import json
 import os
 
@@ -26,157 +23,49 @@ from absl import logging
 import jax
 import numpy as np
 
-from whale_jax import tasks
 from whale_jax.algorithms import baselines
-from whale_jax.algorithms import hosts
+from whale_jax.algorithms import builders
+from whale_jax.algorithms import harness_learning
 from whale_jax.algorithms import loop
-from whale_jax.algorithms import policy as policy_lib
-from whale_jax.sampling import Sampler
+from whale_jax.algorithms import options
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import vace
+from whale_jax.algorithms import warm_start
 from whale_jax.algorithms import whale
-from whale_jax.harness import HarnessRuntime
-from whale_jax.models import ModelConfig
-from whale_jax.models import decoder
-from whale_jax.models import hf
 from whale_jax.parallel import distributed
-from whale_jax.parallel import mesh as mesh_lib
-from whale_jax.parallel import rules
-from whale_jax.sampling import SamplingParams
-from whale_jax.search import edit_library
-from whale_jax.search import model_proposer
-from whale_jax.tokenization import load_tokenizer
 from whale_jax.train import checkpoint as checkpoint_lib
-from whale_jax.train import train_state
 
-EMBEDDED_SOLVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets",
-                               "demo_solver")
-RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "weight_only", "harness_only",
-           "stagewise", "sia", "harness_learning")
-
-
-def _section(config, name):
-  value = config.get(name) if hasattr(config, "get") else None
-  if value is None:
-    return {}
-  return value.to_dict() if hasattr(value, "to_dict") else dict(value)
-
-
-def load_model(model_section, mesh):
-  """(ModelConfig, params, model directory or None) from config.model."""
-  section = dict(model_section)
-  source = section.pop("source", "random")
-  if source == "random":
-    seed = section.pop("seed", 0)
-    model_config = ModelConfig(**section)
-    params = decoder.init_params(model_config, jax.random.key(seed))
-    return model_config, params, None
-  if source in ("hf", "embedded"):
-    path = EMBEDDED_SOLVER if source == "embedded" else section.pop("path")
-    if source == "embedded":
-      section.pop("path", None)
-    dtype = section.pop("dtype", "float32")
-    model_config, params = hf.load_hf(path, dtype=dtype, mesh=mesh, **section)
-    return model_config, params, path
-  raise ValueError(f"config.model.source={source!r}; use 'random', 'hf' or 'embedded'.")
-
-
-def load_run_tokenizer(name, model_dir):
-  if name:
-    return load_tokenizer(EMBEDDED_SOLVER if name == "embedded" else name)
-  if model_dir is None:
-    raise ValueError("config.tokenizer is empty and config.model has no directory to take a "
-                     "tokenizer from; set config.tokenizer (e.g. 'byte').")
-  return load_tokenizer(model_dir)
-
-
-def build_proposer(search_section, policy, tokenizer):
-  section = dict(search_section)
-  kind = section.pop("proposer", "edit_library")
-  seed = section.pop("seed", 0)
-  if kind == "edit_library":
-    return edit_library.EditLibraryProposer(seed=seed)
-  sampling = SamplingParams(**section.pop("sampling", {"max_tokens": 1024}))
-  if kind == "in_process":
-    backend, proposer_tokenizer = policy.sampler, tokenizer
-    if section.get("model_path"):  # a proposer checkpoint different from the solver
-      # On a local mesh: on a multi-host run only host 0 proposes (algorithms/hosts.py).
-      local = policy.sampler_mesh
-      model_config, params = hf.load_hf(section["model_path"], mesh=local)
-      proposer_tokenizer = load_tokenizer(section.get("tokenizer") or section["model_path"])
-      backend = Sampler(model_config, params, tokenizer=proposer_tokenizer, mesh=local)
-    return model_proposer.in_process_proposer(backend, proposer_tokenizer, sampling, seed=seed)
-  if kind == "openai":
-    return model_proposer.openai_proposer(section["base_url"], section["model"],
-                                          api_key_env=section.get("api_key_env",
-                                                                  "OPENAI_API_KEY"),
-                                          sampling=sampling, seed=seed)
-  raise ValueError(f"config.search.proposer={kind!r}; use 'edit_library', 'in_process' or "
-                   "'openai'.")
-
-
-def build_run(config, workdir, show_progress=True):
-  """Builds (or, when workdir holds a checkpoint, restores) the Run of config."""
-  mesh_section = _section(config, "mesh") or {"data": -1}
-  num_devices = mesh_section.pop("num_devices", 0)  # 0 = all devices
-  if jax.process_count() > 1 and num_devices and num_devices != jax.device_count():
-    raise ValueError(f"config.mesh.num_devices={num_devices} on a run of "
-                     f"{jax.process_count()} processes: a multi-host mesh spans every host's "
-                     f"devices. Set config.mesh.num_devices=0 (all {jax.device_count()}).")
-  mesh = mesh_lib.make_mesh(**mesh_section,
-                            devices=jax.devices()[:num_devices] if num_devices else None)
-  model_config, params, model_dir = load_model(_section(config, "model"), mesh)
-  tokenizer = load_run_tokenizer(config.get("tokenizer", ""), model_dir)
-  domain_section = _section(config, "domain")
-  domain = tasks.get_domain(domain_section.pop("name"), **domain_section)
-  policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
-                             policy_lib.PolicyConfig(**_section(config, "training")))
-  runtime_options = {"allowed_imports": domain.allowed_imports, **_section(config, "runtime")}
-  runtime, proposer = hosts.for_processes(
-      HarnessRuntime(policy.sampler, tokenizer, **runtime_options),
-      build_proposer(_section(config, "search"), policy, tokenizer))
-  sampling = SamplingParams(**_section(config, "sampling"))
-  eval_sampling = sampling.replace(**_section(config, "eval_sampling"))
-  loop_config = loop.LoopConfig(**_section(config, "loop"))
-  manager = checkpoint_lib.make_manager(os.path.join(workdir, "checkpoints"), max_to_keep=2)
-  is_writer = jax.process_index() == 0
-  run = loop.Run(
-      workdir=workdir, loop=loop_config, policy=policy, runtime=runtime, domain=domain,
-      sampling=sampling, eval_sampling=eval_sampling,
-      proposer=proposer,
-      log=run_log.RunLog(workdir, enabled=is_writer), counts=run_log.RolloutCounts(),
-      state=loop.fresh_state(domain.seed_harness), manager=manager, tokenizer=tokenizer,
-      show_progress=show_progress)
-  abstract = train_state.abstract(model_config, policy.optimizer, mesh, rules.TRAIN_RULES)
-  loop.restore(run, abstract)
-  return run
+RECIPES = options.RECIPES
+build_run = builders.build_run  # a name of this module, so that tests can wrap it
+BASELINES = {"weight_only": baselines.run_weight_only,
+             "harness_only": baselines.run_harness_only,
+             "stagewise": baselines.run_stagewise, "sia": baselines.run_sia}
 
 
 def run_recipe(run, recipe, config):
+  """Runs one recipe on run with its options, resolved here from config."""
+  section = lambda name: builders.section(config, name)
   if recipe in ("whale", "whale_adaptive", "fst"):
-    options = _section(config, "whale")
+    whale_options = section("whale")
     if recipe == "whale_adaptive":
-      options["adaptive"] = True
+      whale_options["adaptive"] = True
     if recipe == "fst":
-      options["prompt_only"] = True
-    result = whale.run_whale(run, whale.WhaleConfig(**options))
+      whale_options["prompt_only"] = True
+    result = whale.run_whale(run, options.WhaleConfig(**whale_options))
     if recipe == "fst":
       result["recipe"] = "fst"
     return result
   if recipe in ("vace", "ungated"):
-    options = _section(config, "vace")
+    vace_options = section("vace")
     if recipe == "ungated":
-      options["gated"] = False
-    return vace.run_vace(run, vace.VaceConfig(**options))
-  baseline_config = baselines.BaselineConfig(**_section(config, "baseline"))
-  runners = {"weight_only": baselines.run_weight_only,
-             "harness_only": baselines.run_harness_only,
-             "stagewise": baselines.run_stagewise, "sia": baselines.run_sia}
-  if recipe in runners:
-    return runners[recipe](run, baseline_config)
+      vace_options["gated"] = False
+    return vace.run_vace(run, options.VaceConfig(**vace_options))
+  if recipe in BASELINES:
+    return BASELINES[recipe](run, options.BaselineConfig(**section("baseline")))
   if recipe == "harness_learning":
-    from whale_jax.algorithms import harness_learning  # pylint: disable=g-import-not-at-top
-    return harness_learning.run_harness_learning(run, config)
+    return harness_learning.run_harness_learning(
+        run, options.HarnessLearningConfig(**section("harness_learning")),
+        solver_training=section("training"), domain_section=section("domain"))
   raise ValueError(f"config.recipe={recipe!r}; use one of {', '.join(RECIPES)} or 'compare'.")
 
 
@@ -209,8 +98,10 @@ def run(config, workdir, show_progress=True):
         extra_fingerprint=config.to_json_best_effort(sort_keys=True))
   recipe = config.recipe
   if recipe == "warm_start":
-    from whale_jax.algorithms import warm_start  # pylint: disable=g-import-not-at-top
-    return warm_start.run(config, workdir, show_progress)
+    return warm_start.run(options.WarmStartConfig(**builders.section(config, "warm_start")),
+                          builders.section(config, "model"),
+                          options.PolicyConfig(**builders.section(config, "training")),
+                          workdir, show_progress)
   if recipe != "compare":
     return run_one(config, workdir, recipe, show_progress)
   summaries = {}

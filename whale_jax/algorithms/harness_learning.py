@@ -88,10 +88,10 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from whale_jax import tasks
-from whale_jax.algorithms import experiment
+from whale_jax.algorithms import builders
 from whale_jax.algorithms import harness_revision
 from whale_jax.algorithms import loop
+from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
@@ -103,99 +103,9 @@ from whale_jax.tokenization import load_tokenizer
 from whale_jax.train import checkpoint as checkpoint_lib
 from whale_jax.train import train_state
 
-SELECTION_RULES = harness_revision.SELECTION_RULES
-STAGES = ("base", "sft", "grpo")
+STAGES = options.STAGES
 CHAT_TEMPLATE_MARGIN_TOKENS = 64
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
-
-
-@dataclasses.dataclass(frozen=True)
-class HarnessLearningConfig:
-  """config.harness_learning keys (the module docstring tells how each is used).
-
-  Attributes:
-    kind: "patch" (SEARCH/REPLACE blocks; Reasoning Gym) or "program" (whole programs;
-      multi-hop QA).
-    proposer_model, proposer_tokenizer, proposer_training: the proposer (config.model
-      layout, a tokenizer name, PolicyConfig fields); empty: the solver's.
-    proposer_sampling: SamplingParams fields of proposer replies.
-    teachers: proposer sections (config.search layout) that write demonstrations.
-    sft_domains, grpo_domains: training domains (names or sections; empty: run.domain).
-    demonstration_contexts, teacher_candidates, sft_epochs: the demonstrations and SFT.
-    grpo_steps, contexts_per_step, num_candidates: GRPO steps, contexts per step, K.
-    diagnostic_size, scoring_size: tasks of a training context (weight split).
-    multi_step: carry improving candidates forward as later contexts' current harness.
-    selection_rules, strict_rounds, best_of_rounds, best_of_candidates: test-time rounds.
-    adaptation_diagnostic_size: 0 = diagnose on the scoring tasks, else per-round draws
-      from the validation split.
-    adapt_stages: after which of "base", "sft", "grpo" to adapt.
-    context_budget_tokens: the proposer context's size, in proposer tokens.
-    reward: harness_revision.RewardConfig fields (the executability bonus).
-  """
-  kind: str = "patch"
-  proposer_model: dict = dataclasses.field(default_factory=dict)
-  proposer_tokenizer: str = ""
-  proposer_training: dict = dataclasses.field(default_factory=dict)
-  proposer_sampling: dict = dataclasses.field(
-      default_factory=lambda: {"max_tokens": 4096, "temperature": 1.0})
-  teachers: tuple = ({"proposer": "edit_library"},)
-  sft_domains: tuple = ()
-  grpo_domains: tuple = ()
-  demonstration_contexts: int = 32
-  teacher_candidates: int = 8
-  sft_epochs: int = 2
-  grpo_steps: int = 100
-  contexts_per_step: int = 4
-  num_candidates: int = 8              # K replies per GRPO context
-  diagnostic_size: int = 8
-  scoring_size: int = 16
-  multi_step: bool = False
-  selection_rules: tuple = SELECTION_RULES
-  strict_rounds: int = 5
-  best_of_rounds: int = 10
-  best_of_candidates: int = 8
-  adaptation_diagnostic_size: int = 0
-  adapt_stages: tuple = ("grpo",)
-  context_budget_tokens: int = 16_000
-  reward: dict = dataclasses.field(default_factory=dict)
-
-  def __post_init__(self):
-    for name in ("teachers", "sft_domains", "grpo_domains", "selection_rules", "adapt_stages"):
-      value = getattr(self, name)
-      single = isinstance(value, (str, dict))
-      object.__setattr__(self, name, (value,) if single else tuple(value))
-    if self.kind not in harness_revision.KINDS:
-      raise ValueError(f"config.harness_learning.kind={self.kind!r}; use 'patch' "
-                       "(SEARCH/REPLACE blocks) or 'program' (whole programs).")
-    for rule in self.selection_rules:
-      if rule not in SELECTION_RULES:
-        raise ValueError(f"config.harness_learning.selection_rules has {rule!r}; use "
-                         f"{SELECTION_RULES}.")
-    for stage in self.adapt_stages:
-      if stage not in STAGES:
-        raise ValueError(f"config.harness_learning.adapt_stages has {stage!r}; use stages "
-                         f"of {STAGES}.")
-    if "sft" in self.adapt_stages and not self.sft_enabled:
-      raise ValueError("config.harness_learning.adapt_stages asks to adapt after SFT, but SFT "
-                       "is off (no teachers or demonstration_contexts=0); drop 'sft' from "
-                       "adapt_stages or configure teachers.")
-    if "grpo" in self.adapt_stages and self.grpo_steps < 1:
-      raise ValueError("config.harness_learning.adapt_stages asks to adapt after GRPO, but "
-                       "grpo_steps=0; drop 'grpo' from adapt_stages or set grpo_steps.")
-    if self.num_candidates < 2 and self.grpo_steps:
-      raise ValueError(f"config.harness_learning.num_candidates={self.num_candidates}; GRPO "
-                       "compares candidates within a group, so use at least 2 (the paper: 8).")
-    if self.scoring_size < 1:
-      raise ValueError(f"config.harness_learning.scoring_size={self.scoring_size} must be >= "
-                       "1.")
-
-  @property
-  def sft_enabled(self):
-    return bool(self.teachers) and self.demonstration_contexts > 0
-
-  @property
-  def rewards(self):
-    return harness_revision.RewardConfig(**self.reward)
 
 
 def phases(hl_config):
@@ -227,31 +137,27 @@ class Proposer:
     self.policy.close()
 
 
-def _section(config, name):
-  value = config.get(name) if hasattr(config, "get") else None
-  if value is None:
-    return {}
-  return value.to_dict() if hasattr(value, "to_dict") else dict(value)
+def build_proposer(run, hl_config, solver_training):
+  """The proposer Policy of config.harness_learning, beside the solver on its mesh.
 
-
-def build_proposer(run, config, hl_config):
-  """The proposer Policy of config.harness_learning, beside the solver on its mesh."""
+  solver_training: config.training (PolicyConfig fields), used when proposer_training is
+  empty.
+  """
   mesh = run.policy.mesh
-  training = dict(hl_config.proposer_training) or _section(config, "training")
+  training = dict(hl_config.proposer_training) or dict(solver_training)
   if hl_config.proposer_model:
-    model_config, params, model_dir = experiment.load_model(hl_config.proposer_model, mesh)
-    if not hl_config.proposer_tokenizer and model_dir is None:
-      raise ValueError("config.harness_learning.proposer_model has no directory to take a "
-                       "tokenizer from; set config.harness_learning.proposer_tokenizer (e.g. "
-                       "'byte').")
-    tokenizer = experiment.load_run_tokenizer(hl_config.proposer_tokenizer, model_dir)
+    model_config, params, model_dir = builders.load_model(
+        hl_config.proposer_model, mesh, key_path="config.harness_learning.proposer_model")
+    tokenizer = builders.load_run_tokenizer(
+        hl_config.proposer_tokenizer, model_dir,
+        key_path="config.harness_learning.proposer_tokenizer")
   else:
     model_config = run.policy.model_config
     params = jax.tree.map(jnp.copy, run.policy.params)  # the train step donates its state
     tokenizer = (load_tokenizer(hl_config.proposer_tokenizer) if hl_config.proposer_tokenizer
                  else run.tokenizer)
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
-                             policy_lib.PolicyConfig(**training), name="proposer")
+                             options.PolicyConfig(**training), name="proposer")
   manager = None
   if run.manager is not None:
     manager = checkpoint_lib.make_manager(os.path.join(run.workdir, "proposer_checkpoints"),
@@ -321,20 +227,20 @@ def _submit(run, proposer, context, n, key):
 
 # ---- Tasks and contexts -------------------------------------------------------------------
 
-def training_domains(run, config, entries):
-  """The Domains named by sft_domains / grpo_domains (empty: [run.domain])."""
+def training_domains(run, domain_section, entries):
+  """The Domains named by sft_domains / grpo_domains (empty: [run.domain]); a name is built
+  with the seed and split_sizes of domain_section (config.domain)."""
   if not entries:
     return [run.domain]
-  base = _section(config, "domain")
   domains = []
   for entry in entries:
     if isinstance(entry, str):
-      options = {name: base[name] for name in ("seed", "split_sizes") if name in base}
+      shared = {name: domain_section[name] for name in ("seed", "split_sizes")
+                if name in domain_section}
       domains.append(run.domain if entry == run.domain.name else
-                     tasks.get_domain(entry, **options))
+                     builders.build_domain({"name": entry, **shared}))
     else:
-      section = dict(entry)
-      domains.append(tasks.get_domain(section.pop("name"), **section))
+      domains.append(builders.build_domain(entry))
   return domains
 
 
@@ -596,19 +502,26 @@ def adapt(run, hl_config, proposer, stage, rule):
 
 # ---- The recipe ---------------------------------------------------------------------------
 
-def run_harness_learning(run, config):
-  """Runs (or resumes) Harness Learning with config (the experiment config); returns the
-  run summary."""
-  hl_config = HarnessLearningConfig(**_section(config, "harness_learning"))
-  proposer = build_proposer(run, config, hl_config)
+def run_harness_learning(run, hl_config, solver_training, domain_section):
+  """Runs (or resumes) Harness Learning; returns the run summary.
+
+  Args:
+    run: the Run (its policy is the frozen solver).
+    hl_config: options.HarnessLearningConfig (config.harness_learning).
+    solver_training: config.training, the proposer's training options when
+      hl_config.proposer_training is empty.
+    domain_section: config.domain, whose seed and split_sizes build the training domains
+      given by name.
+  """
+  proposer = build_proposer(run, hl_config, solver_training)
   try:
     restore_proposer(run, proposer)
-    return _run_phases(run, config, hl_config, proposer)
+    return _run_phases(run, hl_config, proposer, domain_section)
   finally:
     proposer.close()
 
 
-def _run_phases(run, config, hl_config, proposer):
+def _run_phases(run, hl_config, proposer, domain_section):
   state = run.state
   sequence = phases(hl_config)
   if state["phase"] == "start":
@@ -618,14 +531,14 @@ def _run_phases(run, config, hl_config, proposer):
   while state["phase"] != "done":
     phase = state["phase"]
     if phase == "demonstrations":
-      teachers = [experiment.build_proposer(dict(section), run.policy, run.tokenizer)
+      teachers = [builders.build_proposer(section, run.policy, run.tokenizer)
                   for section in hl_config.teachers]
       collect_demonstrations(run, hl_config, proposer, teachers,
-                             training_domains(run, config, hl_config.sft_domains))
+                             training_domains(run, domain_section, hl_config.sft_domains))
     elif phase == "sft":
       sft(run, hl_config, proposer, read_demonstrations(run))
     elif phase == "grpo":
-      domains = training_domains(run, config, hl_config.grpo_domains)
+      domains = training_domains(run, domain_section, hl_config.grpo_domains)
       progress = tqdm.tqdm(total=hl_config.grpo_steps, initial=state["phase_steps"],
                            desc="proposer GRPO", disable=not run.show_progress, leave=False)
       while state["phase_steps"] < hl_config.grpo_steps:

@@ -58,10 +58,11 @@ from whale_jax.search import candidate_check
 from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
+from whale_jax.search import reward as reward_lib
 from whale_jax.train import grpo as grpo_lib
 from whale_jax.train import packing
 
-KINDS = ("patch", "program")
+KINDS = reward_lib.KINDS
 SELECTION_RULES = ("strict", "best_of")
 INSTRUCTIONS_VERSION = "harness-learning-1"
 INSTRUCTIONS = """\
@@ -98,66 +99,6 @@ FORMAT_FAILURES = {
 }
 END_OF_TURN = "<|im_end|>"
 _THINKING = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
-
-
-@dataclasses.dataclass(frozen=True)
-class RewardConfig:
-  """The executability bonus (= config.harness_learning.reward keys; SPEC 3.3 values).
-
-  Attributes:
-    parsed, applied, completed: patch-mode bonuses (completed is scaled by the fraction).
-    cap: the most the patch-mode bonus adds.
-    program: program-mode bonus for an executable program.
-    max_lines: most lines of a program (program mode) and of any checked candidate.
-    min_completed_fraction: share of scoring episodes that must end "ok" for a run to
-      count as completed.
-  """
-  parsed: float = 0.05
-  applied: float = 0.10
-  completed: float = 0.15
-  cap: float = 0.30
-  program: float = 0.10
-  max_lines: int = 200
-  min_completed_fraction: float = 1.0
-
-  def __post_init__(self):
-    for name in ("parsed", "applied", "completed", "cap", "program"):
-      if getattr(self, name) < 0:
-        raise ValueError(f"config.harness_learning.reward.{name}={getattr(self, name)} is "
-                         "negative; bonuses are >= 0, so that rewards are never negative.")
-    if not 0 < self.min_completed_fraction <= 1:
-      raise ValueError(f"config.harness_learning.reward.min_completed_fraction="
-                       f"{self.min_completed_fraction} must be in (0, 1].")
-
-
-def reward(kind, parsed, applied, completed_fraction, score, defines_run=False, num_lines=0,
-           config=RewardConfig()):
-  """The reward of one proposed revision (see the module docstring).
-
-  Args:
-    kind: "patch" or "program".
-    parsed: patch: the reply has SEARCH/REPLACE blocks, all closed; program: the reply holds
-      a program that parses.
-    applied: patch: every block applied and changed the program (ignored for programs).
-    completed_fraction: share of the scoring episodes that ended "ok" (0 when it never ran).
-    score: the candidate's mean score on the scoring tasks (0 when it never ran).
-    defines_run, num_lines: program mode: the program defines run; its number of lines.
-  """
-  if kind not in KINDS:
-    raise ValueError(f"kind={kind!r}; use one of {KINDS}.")
-  if not 0 <= completed_fraction <= 1 or not 0 <= score <= 1:
-    raise ValueError(f"completed_fraction={completed_fraction} and score={score} must both "
-                     "be in [0, 1].")
-  if kind == "patch":
-    bonus = 0.0
-    if parsed:
-      bonus += config.parsed
-      if applied:
-        bonus += config.applied + config.completed * completed_fraction
-    return score + min(bonus, config.cap)
-  executable = (parsed and defines_run and num_lines <= config.max_lines and
-                completed_fraction >= config.min_completed_fraction)
-  return score + config.program if executable else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,7 +156,7 @@ def _program_checks(proposal):
   return True, defines_run, len(source.splitlines())
 
 
-def check_reply(reply, kind, current_source, allowed_imports, config=RewardConfig()):
+def check_reply(reply, kind, current_source, allowed_imports, config=reward_lib.RewardConfig()):
   """(format checks dict, PreparedCandidate or None, Proposal) for one reply, no rollouts."""
   proposal = proposal_lib.parse_reply(reply)
   checks = {"parsed": False, "applied": False, "defines_run": False, "num_lines": 0}
@@ -245,7 +186,7 @@ def instructions(kind, allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
 
 
 def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, seed, iteration,
-                     budget_tokens, tokenizer=None, kind="patch", config=RewardConfig(),
+                     budget_tokens, tokenizer=None, kind="patch", config=reward_lib.RewardConfig(),
                      report=None):
   """The proposer's context for revising current_source; returns (context, archive, report).
 
@@ -301,7 +242,7 @@ def archived_evaluation(archive_dir, candidate_id):
 
 
 def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed, archive,
-                  config=RewardConfig(), proposers=None, max_concurrent_evaluations=8):
+                  config=reward_lib.RewardConfig(), proposers=None, max_concurrent_evaluations=8):
   """Checks, evaluates and rewards each reply; returns ([Revision], rollouts run).
 
   Candidates that may run are evaluated concurrently (max_concurrent_evaluations at once),
@@ -337,7 +278,7 @@ def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed
       outcomes = [trajectory.outcome for trajectory in evaluation.trajectories]
       completed = outcomes.count("ok") / max(len(outcomes), 1)
       score = evaluation.success_rate
-    value = reward(kind, checks["parsed"], checks["applied"], completed, score,
+    value = reward_lib.reward(kind, checks["parsed"], checks["applied"], completed, score,
                    checks["defines_run"], checks["num_lines"], config)
     if prepared is None:
       reasons = ({"code": "format", "message": FORMAT_FAILURES[kind]},)
@@ -397,7 +338,7 @@ def teacher_reply(proposal, kind, current_source, allowed_imports, max_lines):
 
 
 def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scoring, evaluate,
-                           seed, baseline, archive, rewards=RewardConfig()):
+                           seed, baseline, archive, rewards=reward_lib.RewardConfig()):
   """Teacher proposals for one context, judged; the ones that raised the score as rows.
 
   Returns:

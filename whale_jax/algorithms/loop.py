@@ -37,6 +37,7 @@ import numpy as np
 import tqdm
 
 from whale_jax.algorithms import hosts
+from whale_jax.algorithms import options
 from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
@@ -48,47 +49,11 @@ from whale_jax.train import checkpoint as checkpoint_lib
 from whale_jax.train import grpo as grpo_lib
 
 
-@dataclasses.dataclass(frozen=True)
-class LoopConfig:
-  """Options shared by the recipes (= config keys named below).
-
-  Attributes:
-    seed: the run seed; every episode seed and data order derives from it.
-    prompt_batch: prompts per weight step (config.rsft.prompt_batch).
-    num_samples: G rollouts per prompt in a weight step.
-    score_threshold: RSFT keeps trajectories scoring above this.
-    sft_epochs: passes over the kept samples per RSFT step.
-    advantage_normalization: GRPO "mean_std" or "mean".
-    filter_zero_advantage: drop GRPO groups whose advantages are all zero (DAPO).
-    search_iterations, candidates_per_iteration: Meta-Harness budget per harness phase.
-    eval_num_samples: k of test mean@k.
-    eval_interval_rollouts: evaluate the test split each time training rollouts pass a
-      multiple of this (0 = only at the start and the end).
-    eval_max_instances: evaluate on at most this many test instances (0 = all).
-    checkpoint_every_steps: save after this many weight steps (and after every harness phase).
-    gate_rule: validation-gate rule for recipes with a gate.
-  """
-  seed: int = 0
-  prompt_batch: int = 256
-  num_samples: int = 8
-  score_threshold: float = 0.5
-  sft_epochs: int = 1
-  advantage_normalization: str = "mean_std"
-  filter_zero_advantage: bool = True
-  search_iterations: int = 6
-  candidates_per_iteration: int = 3
-  eval_num_samples: int = 8
-  eval_interval_rollouts: int = 0
-  eval_max_instances: int = 0
-  checkpoint_every_steps: int = 1
-  gate_rule: str = "strict"
-
-
 @dataclasses.dataclass
 class Run:
   """Everything one experiment touches (see the module docstring)."""
   workdir: str
-  loop: LoopConfig
+  loop: options.LoopConfig
   policy: object
   runtime: object
   domain: object

@@ -1,6 +1,6 @@
 """The model being optimized: its train state, its train steps, and the sampler that shares it.
 
-  policy = Policy(model_config, params, tokenizer, mesh, PolicyConfig(...), name="solver")
+  policy = Policy(model_config, params, tokenizer, mesh, options.PolicyConfig(...), name="solver")
   policy.sampler                        # an LLMBackend generating from the current weights
   metrics = policy.train(samples, "rsft")              # or "grpo"
   policy.weights_id                     # "solver@<number of optimizer steps>"
@@ -22,13 +22,13 @@ one pass over the samples = one SFT epoch). Each minibatch is packed into rows o
 tokens; the row count is rounded up to a power of two (and to the data-parallel size) so the
 step compiles for few shapes.
 """
-import dataclasses
 import functools
 
 import jax
 from jax.experimental import multihost_utils
 import numpy as np
 
+from whale_jax.algorithms import options
 from whale_jax.models import decoder
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
@@ -43,37 +43,6 @@ from whale_jax.train import train_state
 LOSSES = ("rsft", "grpo")
 
 
-@dataclasses.dataclass(frozen=True)
-class PolicyConfig:
-  """Training options of one model (= config.training keys).
-
-  Attributes:
-    optimizer: optimizer_lib.OptimizerConfig fields.
-    grpo: grpo.GRPOConfig fields (used by train(..., "grpo")).
-    row_length: tokens per packed row; longer samples are dropped by the caller.
-    samples_per_step: samples per optimizer step (a minibatch).
-    num_microbatches: gradient accumulation steps per optimizer step.
-    rsft_temperature: temperature of the RSFT log-likelihood (the rollout temperature).
-    seed: seeds the minibatch shuffling.
-    sampler: engine options (max_slots, steps_per_call, max_cache_length, ...).
-  """
-  optimizer: dict = dataclasses.field(default_factory=dict)
-  grpo: dict = dataclasses.field(default_factory=dict)
-  row_length: int = 1024
-  samples_per_step: int = 64
-  num_microbatches: int = 1
-  rsft_temperature: float = 1.0
-  seed: int = 0
-  sampler: dict = dataclasses.field(default_factory=dict)
-
-  def __post_init__(self):
-    if not isinstance(self.row_length, int) or self.row_length < 2:
-      raise ValueError(f"config.training.row_length={self.row_length!r} must be an int >= 2.")
-    if not isinstance(self.samples_per_step, int) or self.samples_per_step < 1:
-      raise ValueError(f"config.training.samples_per_step={self.samples_per_step!r} must be "
-                       "a positive int.")
-
-
 def _round_rows(num_rows, multiple):
   rows = max(multiple, 1)
   while rows < num_rows:
@@ -84,7 +53,7 @@ def _round_rows(num_rows, multiple):
 class Policy:
   """A model under optimization; see the module docstring."""
 
-  def __init__(self, model_config, params, tokenizer, mesh, policy_config=PolicyConfig(),
+  def __init__(self, model_config, params, tokenizer, mesh, policy_config=options.PolicyConfig(),
                name="solver"):
     self.model_config = model_config
     self.tokenizer = tokenizer

@@ -15,7 +15,6 @@ Departures from the paper: the optimizer proposes with whale_jax's proposers rat
 HarnessEvolve's agent; validation means of pairs come from the gate evaluations (and one
 validation evaluation per cycle when ungated).
 """
-import dataclasses
 import json
 import os
 
@@ -25,15 +24,6 @@ from whale_jax.algorithms import whale
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import single_proposal
-
-
-@dataclasses.dataclass(frozen=True)
-class VaceConfig:
-  """config.vace keys."""
-  num_cycles: int = 4
-  block_steps: int = 10
-  gated: bool = True
-  budget_rollouts: int = 0
 
 
 def _block_directory(run, cycle):

@@ -19,7 +19,6 @@
   5. Export: workdir/solver holds config.json, model.safetensors and the tokenizer files, the
      layout of whale_jax/assets/demo_solver.
 """
-import dataclasses
 import os
 import shutil
 
@@ -32,12 +31,10 @@ from whale_jax import tasks
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import rollouts
 from whale_jax.algorithms import run_log
-from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
 from whale_jax.models import ModelConfig
-from whale_jax.models import decoder
 from whale_jax.models import hf
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
@@ -53,21 +50,6 @@ from whale_jax.train import packing
 from whale_jax.train import train_state
 
 EXTRA_SPECIAL_TOKENS = ("<search>", "</search>", "<answer>", "</answer>")
-
-
-@dataclasses.dataclass(frozen=True)
-class WarmStartConfig:
-  """config.warm_start keys."""
-  world_seeds: tuple = (1000, 48)        # (first seed, number of worlds) to train on
-  eval_world_seeds: tuple = (2000, 2)
-  name_worlds: int = 400
-  vocab_size: int = 4096
-  steps: int = 3000
-  eval_every: int = 250
-  eval_questions: int = 100
-  teacher_max_turns: int = 3
-  teacher_max_doc_tokens: int = 64
-  seed: int = 0
 
 
 def _seeds(pair):
@@ -161,9 +143,15 @@ def evaluate(policy, tokenizer, warm_config, harness_sources):
   return {name: float(np.mean(values)) for name, values in accuracies.items()}
 
 
-def run(config, workdir, show_progress=True):
-  """Trains and exports the solver; returns the last evaluation."""
-  warm_config = WarmStartConfig(**config.warm_start.to_dict())
+def run(warm_config, model_section, policy_config, workdir, show_progress=True):
+  """Trains and exports the solver; returns the last evaluation.
+
+  Args:
+    warm_config: options.WarmStartConfig (config.warm_start).
+    model_section: config.model (ModelConfig fields, source "random", seed); the vocabulary
+      size is the trained tokenizer's.
+    policy_config: options.PolicyConfig (config.training).
+  """
   os.makedirs(workdir, exist_ok=True)
   solver_dir = os.path.join(workdir, "solver")
   tokenizer_dir = os.path.join(workdir, "tokenizer")
@@ -173,13 +161,13 @@ def run(config, workdir, show_progress=True):
   sequences, masks = teacher_samples(warm_config, tokenizer,
                                      os.path.join(workdir, "teacher_samples.npz"))
   logging.info("%d teacher samples, %d tokens.", len(sequences), sum(map(len, sequences)))
-  model_fields = {k: v for k, v in config.model.to_dict().items() if k not in ("source", "seed")}
+  model_fields = {k: v for k, v in model_section.items() if k not in ("source", "seed")}
   model_fields["vocab_size"] = -(-tokenizer.vocab_size // 64) * 64
   model_fields.setdefault("eos_token_ids", tuple(tokenizer.eos_ids))
   model_config = ModelConfig(**model_fields)
   mesh = mesh_lib.make_mesh(data=1, devices=jax.devices()[:1])
-  policy_config = policy_lib.PolicyConfig(**config.training.to_dict())
-  params = decoder.init_params(model_config, jax.random.key(config.model.get("seed", 0)))
+  params = train_state.init_params(model_config, jax.random.key(model_section.get("seed", 0)),
+                                   mesh, rules.TRAIN_RULES)
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh, policy_config, "solver")
   manager = checkpoint_lib.make_manager(os.path.join(workdir, "checkpoints"), max_to_keep=2)
   if checkpoint_lib.latest_step(manager) is not None:

@@ -20,25 +20,9 @@ Departures from the paper: the proposer is whale_jax's (an edit library offline,
 through the generate API) instead of a coding agent; the run reports the best (weights,
 harness) pair by test mean@k as the paper does, but also the final pair.
 """
-import dataclasses
 import math
 
 from whale_jax.algorithms import loop
-
-
-@dataclasses.dataclass(frozen=True)
-class WhaleConfig:
-  """config.whale keys."""
-  weight_epochs: float = 0.6           # E, per cycle
-  total_weight_epochs: float = 4.0     # the weight budget
-  budget_rollouts: int = 0             # 0 = no rollout budget
-  max_cycles: int = 30
-  adaptive: bool = False
-  window_epochs: float = 0.2           # adaptive weight phase: window = minimum = patience
-  min_iterations: int = 6              # adaptive harness phase
-  patience_iterations: int = 2
-  max_iterations: int = 15
-  prompt_only: bool = False            # FST: harness search may change prompt strings only
 
 
 def remaining_rollouts(run, budget):

@@ -5,7 +5,7 @@ Its sharding follows the model's logical axes: optimizer state leaves that mirro
 parameter (Adam's mu and nu) take that parameter's axes, everything else is replicated.
 
   state = create(model_config, params, optimizer, mesh, rules.TRAIN_RULES)
-  state = init(model_config, optimizer, rng, mesh, rules.TRAIN_RULES)   # random weights
+  params = init_params(model_config, rng, mesh, rules.TRAIN_RULES)   # random, sharded
 """
 import jax
 import jax.numpy as jnp
@@ -81,7 +81,11 @@ def create(model_config, params, optimizer, mesh, rules):
                  out_shardings=state_shardings)(params)
 
 
-def init(model_config, optimizer, rng, mesh, rules):
-  """A step-0 state with decoder.init_params(model_config, rng), created already sharded."""
-  return jax.jit(lambda rng: _new_state(decoder.init_params(model_config, rng), optimizer),
-                 out_shardings=shardings(model_config, optimizer, mesh, rules))(rng)
+def init_params(model_config, rng, mesh, rules):
+  """decoder.init_params(model_config, rng), created already sharded on mesh by the rules:
+  no device ever holds the whole tree unless the rules replicate it. create() then builds
+  the train state around it without moving it."""
+  mesh_lib.validate_model(model_config, mesh, rules)
+  param_shardings = rules_lib.shardings(decoder.logical_axes(model_config), mesh, rules)
+  return jax.jit(lambda rng: decoder.init_params(model_config, rng),
+                 out_shardings=param_shardings)(rng)

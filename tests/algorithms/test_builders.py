@@ -1,0 +1,107 @@
+"""The builders from config sections: the OpenAI-compatible proposer and the LLM judge against
+a real local HTTP server (what the server received is the independent observation), and
+random parameters created already sharded."""
+import http.server
+import json
+import threading
+
+import jax
+import numpy as np
+import pytest
+
+from whale_jax.algorithms import builders
+from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.models import decoder
+from whale_jax.parallel import mesh as mesh_lib
+from whale_jax.search import context as context_lib
+
+REPLY = ("HYPOTHESIS: the reply format is unclear.\n<<<<<<< SEARCH\nPROMPT = 'a'\n=======\n"
+         "PROMPT = 'b'\n>>>>>>> REPLACE\n")
+
+
+class ChatServer:
+  """A chat-completions endpoint on 127.0.0.1 that answers `reply` and keeps every body."""
+
+  def __init__(self, reply):
+    bodies = self.bodies = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+      def do_POST(self):  # pylint: disable=invalid-name
+        bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        payload = json.dumps({"choices": [{"message": {"content": reply},
+                                           "finish_reason": "stop"}],
+                              "usage": {"prompt_tokens": 11, "completion_tokens": 7}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+      def log_message(self, *args):
+        pass
+
+    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+  def close(self):
+    self.server.shutdown()
+    self.server.server_close()
+
+
+@pytest.fixture
+def chat_server(request):
+  server = ChatServer(request.param)
+  yield server
+  server.close()
+
+
+@pytest.mark.parametrize("chat_server", [REPLY], indirect=True)
+def test_openai_proposer_from_config_sends_the_section_sampling_and_parses_the_reply(
+    chat_server):
+  section = {"proposer": "openai", "base_url": chat_server.base_url, "model": "proposer",
+             "api_key_env": None, "seed": 5,
+             "sampling": {"max_tokens": 300, "temperature": 0.7}}
+  proposer = builders.build_proposer(section, policy=None, tokenizer=None)
+  context = context_lib.ProposerContext(
+      domain_name="synthetic_qa", incumbent=None, incumbent_id="c0000", iteration=3,
+      messages=({"role": "user", "content": "revise"},), num_tokens=4, budget_tokens=100,
+      instruction_version="v", instruction_hash="h")
+  (proposal,) = proposer.propose(context, 1)
+  assert proposal.error == "" and proposal.kind == "patch"
+  assert proposal.hypothesis == "the reply format is unclear."
+  assert "PROMPT = 'b'" in proposal.text
+  (body,) = chat_server.bodies
+  assert body["model"] == "proposer" and body["max_tokens"] == 300
+  assert body["temperature"] == 0.7
+  assert body["seed"] == 5 + 1000 * 3  # base seed + SEED_STRIDE * iteration + call index
+  assert body["messages"] == [{"role": "user", "content": "revise"}]
+
+
+@pytest.mark.parametrize("chat_server", ["CORRECT"], indirect=True)
+def test_judge_from_config_scores_with_the_endpoint_not_exact_match(chat_server):
+  domain = builders.build_domain({
+      "name": "synthetic_qa", "seed": 0, "verifier": "judge",
+      "split_sizes": {"weight": 0, "harness": 0, "validation": 0, "test": 1},
+      "judge": {"base_url": chat_server.base_url, "model": "judge", "backoff_seconds": 0.0}})
+  (instance,) = domain.splits()["test"]
+  trajectory = trajectory_lib.Trajectory(
+      episode_id="e", task_id=instance.id, harness_hash="h", outcome="ok",
+      answer="<answer>certainly not the reference</answer>", calls=[])
+  assert domain.verify(instance, trajectory.answer, trajectory) == 1.0  # the judge said so
+  (body,) = chat_server.bodies
+  assert body["model"] == "judge" and body["temperature"] == 0.0
+  assert "certainly not the reference" in body["messages"][0]["content"]
+
+
+def test_random_parameters_are_created_sharded_and_equal_the_unsharded_ones():
+  model = {"source": "random", "seed": 3, "vocab_size": 64, "num_layers": 1, "embed_dim": 32,
+           "mlp_dim": 64, "num_heads": 4, "num_kv_heads": 2, "head_dim": 8}
+  mesh = mesh_lib.make_mesh(data=1, fsdp=4, tensor=2, devices=jax.devices()[:8])
+  model_config, params, model_dir = builders.load_model(model, mesh)
+  assert model_dir is None
+  expected = decoder.init_params(model_config, jax.random.key(3))
+  embedding = params["embedding"]  # [V, D]: vocab over tensor, embed over fsdp
+  assert len(embedding.sharding.device_set) == 8 and not embedding.sharding.is_fully_replicated
+  for actual, reference in zip(jax.tree.leaves(params), jax.tree.leaves(expected)):
+    np.testing.assert_allclose(np.asarray(actual), np.asarray(reference), rtol=1e-6, atol=1e-7)

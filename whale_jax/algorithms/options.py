@@ -1,0 +1,279 @@
+"""The options of every recipe: the frozen dataclasses that config sections become.
+
+  LoopConfig            config.loop       (every recipe: seed, batch sizes, search budget, ...)
+  PolicyConfig          config.training   (and harness_learning.proposer_training)
+  WhaleConfig           config.whale      (whale, whale_adaptive, fst)
+  VaceConfig            config.vace       (vace, ungated)
+  BaselineConfig        config.baseline   (weight_only, harness_only, stagewise, sia)
+  HarnessLearningConfig config.harness_learning
+  WarmStartConfig       config.warm_start (the embedded solver's warm start)
+
+Field names are the config keys. Each class checks its own values in __post_init__ and names
+the key to change. This module imports nothing heavy (no jax), so that the config boundary
+(algorithms/config_check.py) can refuse a bad config in a fraction of a second, before jax,
+the model or any sandbox starts.
+"""
+import dataclasses
+import os
+
+from whale_jax.search import reward as reward_lib
+
+EMBEDDED_SOLVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets",
+                               "demo_solver")
+RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "weight_only", "harness_only",
+           "stagewise", "sia", "harness_learning")
+PROPOSERS = ("edit_library", "in_process", "openai")
+ADVANTAGE_NORMALIZATIONS = ("mean_std", "mean")
+GATE_RULES = ("strict", "sign_test", "bootstrap")   # = whale_jax.search.gate.RULES
+SELECTION_RULES = ("strict", "best_of")
+STAGES = ("base", "sft", "grpo")
+WEIGHT_UPDATES = ("rsft", "grpo")
+
+
+def _at_least(key, value, minimum):
+  if value < minimum:
+    raise ValueError(f"{key}={value!r} must be >= {minimum}.")
+
+
+def _one_of(key, value, allowed):
+  if value not in allowed:
+    raise ValueError(f"{key}={value!r}; use one of {', '.join(map(repr, allowed))}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+  """Options shared by the recipes (= config keys named below).
+
+  Attributes:
+    seed: the run seed; every episode seed and data order derives from it.
+    prompt_batch: prompts per weight step (config.rsft.prompt_batch).
+    num_samples: G rollouts per prompt in a weight step.
+    score_threshold: RSFT keeps trajectories scoring above this.
+    sft_epochs: passes over the kept samples per RSFT step.
+    advantage_normalization: GRPO "mean_std" or "mean".
+    filter_zero_advantage: drop GRPO groups whose advantages are all zero (DAPO).
+    search_iterations, candidates_per_iteration: Meta-Harness budget per harness phase.
+    eval_num_samples: k of test mean@k.
+    eval_interval_rollouts: evaluate the test split each time training rollouts pass a
+      multiple of this (0 = only at the start and the end).
+    eval_max_instances: evaluate on at most this many test instances (0 = all).
+    checkpoint_every_steps: save after this many weight steps (and after every harness phase).
+    gate_rule: validation-gate rule for recipes with a gate.
+  """
+  seed: int = 0
+  prompt_batch: int = 256
+  num_samples: int = 8
+  score_threshold: float = 0.5
+  sft_epochs: int = 1
+  advantage_normalization: str = "mean_std"
+  filter_zero_advantage: bool = True
+  search_iterations: int = 6
+  candidates_per_iteration: int = 3
+  eval_num_samples: int = 8
+  eval_interval_rollouts: int = 0
+  eval_max_instances: int = 0
+  checkpoint_every_steps: int = 1
+  gate_rule: str = "strict"
+
+  def __post_init__(self):
+    for name in ("prompt_batch", "num_samples", "sft_epochs", "search_iterations",
+                 "candidates_per_iteration", "eval_num_samples", "checkpoint_every_steps"):
+      _at_least(f"config.loop.{name}", getattr(self, name), 1)
+    for name in ("eval_interval_rollouts", "eval_max_instances"):
+      _at_least(f"config.loop.{name}", getattr(self, name), 0)
+    _one_of("config.loop.advantage_normalization", self.advantage_normalization,
+            ADVANTAGE_NORMALIZATIONS)
+    _one_of("config.loop.gate_rule", self.gate_rule, GATE_RULES)
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+  """Training options of one model (= config.training keys).
+
+  Attributes:
+    optimizer: optimizer_lib.OptimizerConfig fields.
+    grpo: grpo.GRPOConfig fields (used by train(..., "grpo")).
+    row_length: tokens per packed row; longer samples are dropped by the caller.
+    samples_per_step: samples per optimizer step (a minibatch).
+    num_microbatches: gradient accumulation steps per optimizer step.
+    rsft_temperature: temperature of the RSFT log-likelihood (the rollout temperature).
+    seed: seeds the minibatch shuffling.
+    sampler: engine options (max_slots, steps_per_call, max_cache_length, ...).
+  """
+  optimizer: dict = dataclasses.field(default_factory=dict)
+  grpo: dict = dataclasses.field(default_factory=dict)
+  row_length: int = 1024
+  samples_per_step: int = 64
+  num_microbatches: int = 1
+  rsft_temperature: float = 1.0
+  seed: int = 0
+  sampler: dict = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    if not isinstance(self.row_length, int) or self.row_length < 2:
+      raise ValueError(f"config.training.row_length={self.row_length!r} must be an int >= 2.")
+    if not isinstance(self.samples_per_step, int) or self.samples_per_step < 1:
+      raise ValueError(f"config.training.samples_per_step={self.samples_per_step!r} must be "
+                       "a positive int.")
+
+
+@dataclasses.dataclass(frozen=True)
+class WhaleConfig:
+  """config.whale keys."""
+  weight_epochs: float = 0.6           # E, per cycle
+  total_weight_epochs: float = 4.0     # the weight budget
+  budget_rollouts: int = 0             # 0 = no rollout budget
+  max_cycles: int = 30
+  adaptive: bool = False
+  window_epochs: float = 0.2           # adaptive weight phase: window = minimum = patience
+  min_iterations: int = 6              # adaptive harness phase
+  patience_iterations: int = 2
+  max_iterations: int = 15
+  prompt_only: bool = False            # FST: harness search may change prompt strings only
+
+  def __post_init__(self):
+    for name in ("weight_epochs", "total_weight_epochs", "window_epochs"):
+      if not getattr(self, name) > 0:
+        raise ValueError(f"config.whale.{name}={getattr(self, name)!r} must be > 0.")
+    for name in ("max_cycles", "min_iterations", "patience_iterations", "max_iterations"):
+      _at_least(f"config.whale.{name}", getattr(self, name), 1)
+    _at_least("config.whale.budget_rollouts", self.budget_rollouts, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class VaceConfig:
+  """config.vace keys."""
+  num_cycles: int = 4
+  block_steps: int = 10
+  gated: bool = True
+  budget_rollouts: int = 0
+
+  def __post_init__(self):
+    _at_least("config.vace.num_cycles", self.num_cycles, 1)
+    _at_least("config.vace.block_steps", self.block_steps, 1)
+    _at_least("config.vace.budget_rollouts", self.budget_rollouts, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineConfig:
+  """config.baseline keys."""
+  total_weight_epochs: float = 4.0
+  search_iterations: int = 40
+  budget_rollouts: int = 0
+  weight_fraction: float = 0.5   # stagewise / sia: share of budget_rollouts for the weights
+  weight_update: str = "rsft"    # or "grpo"
+
+  def __post_init__(self):
+    if not self.total_weight_epochs > 0:
+      raise ValueError(f"config.baseline.total_weight_epochs={self.total_weight_epochs!r} "
+                       "must be > 0.")
+    _at_least("config.baseline.search_iterations", self.search_iterations, 1)
+    _at_least("config.baseline.budget_rollouts", self.budget_rollouts, 0)
+    if not 0 <= self.weight_fraction <= 1:
+      raise ValueError(f"config.baseline.weight_fraction={self.weight_fraction!r} must be in "
+                       "[0, 1].")
+    _one_of("config.baseline.weight_update", self.weight_update, WEIGHT_UPDATES)
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessLearningConfig:
+  """config.harness_learning keys (the module docstring tells how each is used).
+
+  Attributes:
+    kind: "patch" (SEARCH/REPLACE blocks; Reasoning Gym) or "program" (whole programs;
+      multi-hop QA).
+    proposer_model, proposer_tokenizer, proposer_training: the proposer (config.model
+      layout, a tokenizer name, PolicyConfig fields); empty: the solver's.
+    proposer_sampling: SamplingParams fields of proposer replies.
+    teachers: proposer sections (config.search layout) that write demonstrations.
+    sft_domains, grpo_domains: training domains (names or sections; empty: run.domain).
+    demonstration_contexts, teacher_candidates, sft_epochs: the demonstrations and SFT.
+    grpo_steps, contexts_per_step, num_candidates: GRPO steps, contexts per step, K.
+    diagnostic_size, scoring_size: tasks of a training context (weight split).
+    multi_step: carry improving candidates forward as later contexts' current harness.
+    selection_rules, strict_rounds, best_of_rounds, best_of_candidates: test-time rounds.
+    adaptation_diagnostic_size: 0 = diagnose on the scoring tasks, else per-round draws
+      from the validation split.
+    adapt_stages: after which of "base", "sft", "grpo" to adapt.
+    context_budget_tokens: the proposer context's size, in proposer tokens.
+    reward: reward_lib.RewardConfig fields (the executability bonus).
+  """
+  kind: str = "patch"
+  proposer_model: dict = dataclasses.field(default_factory=dict)
+  proposer_tokenizer: str = ""
+  proposer_training: dict = dataclasses.field(default_factory=dict)
+  proposer_sampling: dict = dataclasses.field(
+      default_factory=lambda: {"max_tokens": 4096, "temperature": 1.0})
+  teachers: tuple = ({"proposer": "edit_library"},)
+  sft_domains: tuple = ()
+  grpo_domains: tuple = ()
+  demonstration_contexts: int = 32
+  teacher_candidates: int = 8
+  sft_epochs: int = 2
+  grpo_steps: int = 100
+  contexts_per_step: int = 4
+  num_candidates: int = 8              # K replies per GRPO context
+  diagnostic_size: int = 8
+  scoring_size: int = 16
+  multi_step: bool = False
+  selection_rules: tuple = SELECTION_RULES
+  strict_rounds: int = 5
+  best_of_rounds: int = 10
+  best_of_candidates: int = 8
+  adaptation_diagnostic_size: int = 0
+  adapt_stages: tuple = ("grpo",)
+  context_budget_tokens: int = 16_000
+  reward: dict = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    for name in ("teachers", "sft_domains", "grpo_domains", "selection_rules", "adapt_stages"):
+      value = getattr(self, name)
+      single = isinstance(value, (str, dict))
+      object.__setattr__(self, name, (value,) if single else tuple(value))
+    if self.kind not in reward_lib.KINDS:
+      raise ValueError(f"config.harness_learning.kind={self.kind!r}; use 'patch' "
+                       "(SEARCH/REPLACE blocks) or 'program' (whole programs).")
+    for rule in self.selection_rules:
+      if rule not in SELECTION_RULES:
+        raise ValueError(f"config.harness_learning.selection_rules has {rule!r}; use "
+                         f"{SELECTION_RULES}.")
+    for stage in self.adapt_stages:
+      if stage not in STAGES:
+        raise ValueError(f"config.harness_learning.adapt_stages has {stage!r}; use stages "
+                         f"of {STAGES}.")
+    if "sft" in self.adapt_stages and not self.sft_enabled:
+      raise ValueError("config.harness_learning.adapt_stages asks to adapt after SFT, but SFT "
+                       "is off (no teachers or demonstration_contexts=0); drop 'sft' from "
+                       "adapt_stages or configure teachers.")
+    if "grpo" in self.adapt_stages and self.grpo_steps < 1:
+      raise ValueError("config.harness_learning.adapt_stages asks to adapt after GRPO, but "
+                       "grpo_steps=0; drop 'grpo' from adapt_stages or set grpo_steps.")
+    if self.num_candidates < 2 and self.grpo_steps:
+      raise ValueError(f"config.harness_learning.num_candidates={self.num_candidates}; GRPO "
+                       "compares candidates within a group, so use at least 2 (the paper: 8).")
+    if self.scoring_size < 1:
+      raise ValueError(f"config.harness_learning.scoring_size={self.scoring_size} must be >= "
+                       "1.")
+
+  @property
+  def sft_enabled(self):
+    return bool(self.teachers) and self.demonstration_contexts > 0
+
+  @property
+  def rewards(self):
+    return reward_lib.RewardConfig(**self.reward)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStartConfig:
+  """config.warm_start keys."""
+  world_seeds: tuple = (1000, 48)        # (first seed, number of worlds) to train on
+  eval_world_seeds: tuple = (2000, 2)
+  name_worlds: int = 400
+  vocab_size: int = 4096
+  steps: int = 3000
+  eval_every: int = 250
+  eval_questions: int = 100
+  teacher_max_turns: int = 3
+  teacher_max_doc_tokens: int = 64
+  seed: int = 0
