@@ -30,7 +30,7 @@ def smoke(config):
   config.loop.update(prompt_batch=4, num_samples=2, search_iterations=2,
                      candidates_per_iteration=2, eval_num_samples=1, eval_interval_rollouts=0,
                      score_threshold=-1.0)
-  config.runtime = dict(num_workers=2, timeout_seconds=30.0)
+  config.runtime = dict(num_workers=2, timeout_seconds=30.0, allow_weak_sandbox=False)
   config.mesh = dict(data=1, num_devices=1)
   return config
 
