@@ -109,3 +109,33 @@ def test_missing_shard_file_is_named(qwen3, tmp_path):
   second.unlink()
   with pytest.raises(FileNotFoundError, match=second.name):
     hf.load_hf(str(tmp_path))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "header_only", "garbage", "empty"])
+def test_truncated_or_corrupt_safetensors_names_the_file(qwen3, tmp_path, damage):
+  import shutil
+  import time
+  directory, _ = qwen3
+  target = tmp_path / "damaged"
+  shutil.copytree(directory, target)
+  weights = target / "model.safetensors"
+  data = weights.read_bytes()
+  weights.write_bytes({"truncated": data[:len(data) * 2 // 3], "header_only": data[:40],
+                       "garbage": b"\x93not a safetensors file" * 8, "empty": b""}[damage])
+  before = sorted(p.name for p in target.iterdir())
+  started = time.perf_counter()
+  with pytest.raises(ValueError, match="model.safetensors .* is not a readable safetensors "
+                     "file .*truncated or corrupt"):
+    hf.load_hf(str(target))
+  assert time.perf_counter() - started < 10
+  assert sorted(p.name for p in target.iterdir()) == before  # nothing written beside it
+
+
+def test_corrupt_config_json_names_the_file_and_line(qwen3, tmp_path):
+  import shutil
+  directory, _ = qwen3
+  target = tmp_path / "bad_config"
+  shutil.copytree(directory, target)
+  (target / "config.json").write_text('{"model_type": "qwen3",\n "vocab_size": }')
+  with pytest.raises(ValueError, match=r"config.json line 2 column \d+: not valid JSON"):
+    hf.load_hf(str(target))

@@ -127,3 +127,83 @@ def test_observation_is_json_and_holds_no_solution(puzzle):
   assert "d7d8" not in text  # the opponent's reply (its own moves are legal moves, listed)
   assert "solution" not in text and "a2e6 d7d8" not in text
   assert observation["board"].count("\n") == 9  # eight ranks between two file rows
+
+
+def _many_rows(count):
+  """count valid Lichess rows (the two puzzles above under distinct ids)."""
+  return [(ROW if i % 2 == 0 else ROW_2).replace("00sHx" if i % 2 == 0 else "00sJ9",
+                                                  f"id{i:03d}", 1) for i in range(count)]
+
+
+def test_paper_solution_length_filter(csv_path):
+  load = chess_puzzles.load_lichess_puzzles
+  assert [len(p["solution"]) for p in load(csv_path)] == [3, 7]
+  assert [p["id"] for p in load(csv_path, min_solution_plies=4, max_solution_plies=9)] == [
+      "lichess:00sJ9"]
+  assert load(csv_path, min_solution_plies=1, max_solution_plies=2) == []
+
+
+@pytest.mark.parametrize("line, pattern", [
+    ("00sHx,only-two-fields", r"line 3: 2 field\(s\) .*expected 10 comma-separated fields"),
+    (ROW.replace("q3k1nr/1pp1nQpp", "q3k1nr/1pp1nQppX"), "line 3: puzzle '00sHx' has FEN="),
+    (ROW.replace(",1760,", ",high,"), "line 3: puzzle '00sHx' has Rating='high'"),
+    (ROW.replace("e8d7 a2e6", "e8d7 zz99"), r"line 3: puzzle '00sHx': move 1 \(zz99\) is "
+     "illegal"),
+])
+def test_malformed_csv_rows_name_the_file_and_line(tmp_path, line, pattern):
+  path = tmp_path / "lichess_db_puzzle.csv"
+  path.write_text("\n".join([HEADER, ROW_2, line]) + "\n")
+  with pytest.raises(ValueError, match="lichess_db_puzzle.csv " + pattern):
+    chess_puzzles.load_lichess_puzzles(path, cache_dir=tmp_path / "cache")
+  assert not (tmp_path / "cache").exists()  # nothing cached from a failed load
+
+
+def test_missing_puzzle_file_is_named(tmp_path):
+  with pytest.raises(FileNotFoundError, match="nowhere.csv does not exist"):
+    chess_puzzles.load_lichess_puzzles(tmp_path / "nowhere.csv")
+
+
+def test_parsed_pool_is_cached_atomically_and_reused(tmp_path, monkeypatch):
+  path = tmp_path / "puzzles.csv"
+  path.write_text("\n".join([HEADER] + _many_rows(6)) + "\n")
+  cache = tmp_path / "cache"
+  first = chess_puzzles.load_lichess_puzzles(path, max_solution_plies=9, cache_dir=cache)
+  (cache_file,) = cache.iterdir()  # one file, no temporary left
+  assert cache_file.suffix == ".json" and len(first) == 6
+
+  def refuse(*args):
+    raise AssertionError("parsed again instead of reading the cache")
+  monkeypatch.setattr(chess_puzzles, "lichess_puzzle", refuse)
+  assert chess_puzzles.load_lichess_puzzles(path, max_solution_plies=9, cache_dir=cache) == first
+  monkeypatch.undo()
+  cache_file.write_text('{"puzzles": [')  # a damaged cache is ignored and rewritten
+  assert chess_puzzles.load_lichess_puzzles(path, max_solution_plies=9, cache_dir=cache) == first
+  assert json.loads(cache_file.read_text())["puzzles"] == first
+  path.write_text("\n".join([HEADER] + _many_rows(4)) + "\n")  # the file changed: a new key
+  assert len(chess_puzzles.load_lichess_puzzles(path, max_solution_plies=9,
+                                                cache_dir=cache)) == 4
+  assert len(list(cache.iterdir())) == 2
+
+
+def test_max_puzzles_draws_the_same_puzzles_whatever_the_row_order(tmp_path):
+  rows = _many_rows(40)
+  forward, backward = tmp_path / "forward.csv", tmp_path / "backward.csv"
+  forward.write_text("\n".join([HEADER] + rows) + "\n")
+  backward.write_text("\n".join([HEADER] + rows[::-1]) + "\n")
+  load = chess_puzzles.load_lichess_puzzles
+  drawn = [p["id"] for p in load(forward, max_puzzles=7, seed=42)]
+  assert len(drawn) == 7 == len(set(drawn))
+  assert drawn == sorted(drawn)  # file order
+  assert sorted(p["id"] for p in load(backward, max_puzzles=7, seed=42)) == drawn
+  assert [p["id"] for p in load(forward, max_puzzles=7, seed=43)] != drawn
+  assert len(load(forward, max_puzzles=100)) == 40
+
+
+@pytest.mark.slow  # spawns two processes that import whale_jax.tasks (~15 s on 2 cores)
+def test_parsing_in_worker_processes_equals_parsing_in_one(tmp_path, monkeypatch):
+  path = tmp_path / "puzzles.csv"
+  path.write_text("\n".join([HEADER] + _many_rows(30)) + "\n")
+  serial = chess_puzzles.load_lichess_puzzles(path, num_workers=1)
+  monkeypatch.setattr(chess_puzzles, "_PARALLEL_MIN_ROWS", 10)
+  monkeypatch.setattr(chess_puzzles, "_CHUNK_ROWS", 8)
+  assert chess_puzzles.load_lichess_puzzles(path, num_workers=2) == serial

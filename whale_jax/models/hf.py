@@ -202,7 +202,14 @@ def read_hf_config(path) -> dict:
     raise FileNotFoundError(f"{config_path} does not exist; load_hf needs a Hugging Face model "
                             "directory with config.json and *.safetensors.")
   with open(config_path) as f:
-    hf_config = json.load(f)
+    try:
+      hf_config = json.load(f)
+    except json.JSONDecodeError as error:
+      raise ValueError(f"{config_path} line {error.lineno} column {error.colno}: not valid "
+                       f"JSON ({error.msg}); the file is corrupt or truncated.") from None
+  if not isinstance(hf_config, dict):
+    raise ValueError(f"{config_path} holds a JSON {type(hf_config).__name__}; expected the "
+                     "model's config object.")
   return hf_config
 
 
@@ -213,6 +220,17 @@ def _generation_eos_ids(path):
   with open(generation_path) as f:
     eos = json.load(f).get("eos_token_id")
   return () if eos is None else tuple(eos) if isinstance(eos, list) else (eos,)
+
+
+def _open_safetensors(file_path):
+  """safe_open(file_path), or a ValueError naming a truncated or corrupt file."""
+  try:
+    return safe_open(file_path, framework="numpy")
+  except Exception as error:  # pylint: disable=broad-except  # SafetensorError, OSError
+    size = os.path.getsize(file_path)
+    raise ValueError(f"{file_path} ({size} bytes) is not a readable safetensors file "
+                     f"({error}); it is probably truncated or corrupt: download or copy it "
+                     "again.") from None
 
 
 class _TensorReader:
@@ -237,7 +255,7 @@ class _TensorReader:
       file_path = os.path.join(path, name)
       if not os.path.isfile(file_path):
         raise FileNotFoundError(f"{index_path} lists {name}, which is missing from {path}.")
-      self.handles[name] = safe_open(file_path, framework="numpy")
+      self.handles[name] = _open_safetensors(file_path)
     if weight_map is None:
       weight_map = {key: name for name, handle in self.handles.items() for key in handle.keys()}
     else:
@@ -266,7 +284,12 @@ class _TensorReader:
 
   def read(self, name):
     file, key = self.location(name)
-    return self.handles[file].get_tensor(key)
+    try:
+      return self.handles[file].get_tensor(key)
+    except Exception as error:  # pylint: disable=broad-except  # SafetensorError, OSError
+      raise ValueError(f"Tensor {key!r} of {os.path.join(self.path, file)} cannot be read "
+                       f"({error}); the file is probably corrupt: download or copy it "
+                       "again.") from None
 
 
 def _check_shapes(reader, config, layout, shapes):

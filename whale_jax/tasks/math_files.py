@@ -12,7 +12,7 @@ The DAPO instruction and reminder around the problem are removed, so every recor
 """
 import os
 
-from whale_jax.tasks.record_files import read_records
+from whale_jax.tasks.record_files import read_located_records
 
 DAPO_PREFIX = ("Solve the following math problem step by step. The last line of your response "
                "should be of the form Answer: $Answer (without quotes) where $Answer is the "
@@ -56,12 +56,15 @@ def _answer_text(row):
   return None
 
 
-def math_record(row, index, source):
-  """{"id", "question", "answer"} from one row of an AIME- or DAPO-style file."""
+def math_record(row, index, source, location=None):
+  """{"id", "question", "answer"} from one row of an AIME- or DAPO-style file.
+
+  location names the row in errors (default: "{source} row {index}").
+  """
   problem = _problem_text(row)
   answer = _answer_text(row)
   if problem is None or answer is None:
-    raise ValueError(f"{source} row {index} needs a problem ('problem', 'Problem', 'question' "
+    raise ValueError(f"{location or f'{source} row {index}'} needs a problem ('problem', 'Problem', 'question' "
                      "or a chat 'prompt') and an answer ('answer', 'Answer', "
                      f"reward_model.ground_truth or 'solution'); found fields {sorted(row)}.")
   extra_info = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
@@ -75,4 +78,5 @@ def math_record(row, index, source):
 def load_problems(path, source=None):
   """Math records from one file; `source` prefixes the ids (default: the file stem)."""
   source = source or os.path.splitext(os.path.basename(os.fspath(path)))[0]
-  return [math_record(row, i, source) for i, row in enumerate(read_records(path))]
+  return [math_record(row, i, source, where)
+          for i, (where, row) in enumerate(read_located_records(path))]

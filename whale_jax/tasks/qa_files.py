@@ -19,7 +19,8 @@ Passage corpora (.jsonl or .parquet): id, title, text; or id, contents with cont
 import json
 import os
 
-from whale_jax.tasks.record_files import read_records
+from whale_jax.tasks.record_files import check_exists
+from whale_jax.tasks.record_files import read_located_records
 
 
 def _as_answer_list(value):
@@ -54,12 +55,16 @@ def _dedupe(answers):
   return unique
 
 
-def question_record(row, index, source):
-  """{"id", "question", "golden_answers"} from one row of any supported layout."""
+def question_record(row, index, source, location=None):
+  """{"id", "question", "golden_answers"} from one row of any supported layout.
+
+  location names the row in errors (default: "{source} row {index}").
+  """
+  where = location or f"{source} row {index}"
   question = next((row[field] for field in ("question", "Question", "query")
                    if row.get(field)), None)
   if not isinstance(question, str):
-    raise ValueError(f"{source} row {index} has no question; expected a 'question' (or "
+    raise ValueError(f"{where} has no question; expected a 'question' (or "
                      f"'Question', 'query') field, found fields {sorted(row)}.")
   answers = []
   for field in ("golden_answers", "answers", "answer", "Answer", "possible_answers",
@@ -70,9 +75,9 @@ def question_record(row, index, source):
     answers = _as_answer_list(reward_model.get("ground_truth"))
   answers = _dedupe(answers)
   if not answers:
-    raise ValueError(f"{source} row {index} ({question[:60]!r}) has no answer; expected "
+    raise ValueError(f"{where} ({question[:60]!r}) has no answer; expected "
                      "'golden_answers', 'answer', 'answers', 'possible_answers' or "
-                     "reward_model.ground_truth.target.")
+                     f"reward_model.ground_truth.target; found fields {sorted(row)}.")
   record_id = next((row[field] for field in ("id", "_id", "question_id", "QuestionId")
                     if row.get(field) not in (None, "")), index)
   return {"id": f"{source}:{record_id}", "question": question.strip(),
@@ -82,10 +87,11 @@ def question_record(row, index, source):
 def load_questions(path, source=None):
   """Question records from one file; `source` prefixes the ids (default: the file stem)."""
   source = source or os.path.splitext(os.path.basename(os.fspath(path)))[0]
-  return [question_record(row, i, source) for i, row in enumerate(read_records(path))]
+  return [question_record(row, i, source, where)
+          for i, (where, row) in enumerate(read_located_records(path))]
 
 
-def passage_record(row, index, source="corpus"):
+def passage_record(row, index, source="corpus", location=None):
   """{"id", "title", "text"} from an id/title/text row or a wiki-18 id/contents row."""
   if "contents" in row and "text" not in row:
     title, _, text = str(row["contents"]).partition("\n")
@@ -95,16 +101,28 @@ def passage_record(row, index, source="corpus"):
   elif "text" in row:
     title, text = row.get("title") or "", row["text"]
   else:
-    raise ValueError(f"{source} row {index} has neither 'text' nor 'contents'; passages need "
-                     "id/title/text or id/contents ('\"title\"\\ntext').")
+    raise ValueError(f"{location or f'{source} row {index}'} has neither 'text' nor "
+                     "'contents'; passages need id/title/text or id/contents "
+                     f"('\"title\"\\ntext'); found fields {sorted(row)}.")
   passage_id = row.get("id", row.get("docid", index))
   return {"id": str(passage_id), "title": str(title), "text": str(text).strip()}
 
 
 def load_corpus(path):
   """Passages from a .jsonl or .parquet corpus file."""
+  path = check_corpus(path)
+  return [passage_record(row, i, path, where)
+          for i, (where, row) in enumerate(read_located_records(path))]
+
+
+def check_corpus(path):
+  """path (as str) if it names an existing .jsonl or .parquet file; else a clear error.
+
+  Cheap: call it where a corpus is configured, before anything loads it.
+  """
   path = os.fspath(path)
   if not path.endswith((".jsonl", ".parquet")):
     raise ValueError(f"{path}: a corpus must be .jsonl or .parquet with id/title/text or "
                      "id/contents per passage.")
-  return [passage_record(row, i, path) for i, row in enumerate(read_records(path))]
+  check_exists(path, "passage corpus")
+  return path

@@ -166,6 +166,7 @@ def searchqa_domain(questions=None, split_questions=None, corpus=None, retrieval
   if retrieval_urls is not None:
     retrieve = retrieval.HTTPRetriever(retrieval_urls)
   else:
+    qa_files.check_corpus(corpus)  # a missing corpus fails here, not at the first search
     retrieve = _LazyBM25(lambda: qa_files.load_corpus(corpus))
 
   def make_splits():
