@@ -105,19 +105,21 @@ def _full_blocks(length, block_size):
   return length // block_size * block_size
 
 
-@pytest.mark.parametrize("block_size, cache_bytes, completions", [
-    (16, None, True),
-    (4, 12 * 2 * 2 * 4 * 2 * 8 * 4, True),  # 12 blocks of key + value, 2 layers: evictions
-    (16, None, False),  # only prefilled prompt blocks
+@pytest.mark.parametrize("block_size, cache_bytes, completions, unrolled", [
+    (16, None, True, None),
+    (4, 12 * 2 * 2 * 4 * 2 * 8 * 4, True, None),  # 12 blocks of key + value, 2 layers: evictions
+    (16, None, False, None),  # only prefilled prompt blocks
+    pytest.param(8, None, True, False, marks=pytest.mark.slow),  # the stacked layout (TPU's)
 ])
-def test_ragged_multi_turn_episodes_match_uncached(params, block_size, cache_bytes, completions):
+def test_ragged_multi_turn_episodes_match_uncached(params, block_size, cache_bytes, completions,
+                                                   unrolled):
   episodes = _episodes(6, np.random.default_rng(1))
   sampling = SamplingParams(max_tokens=20, temperature=1.0)
   outputs, metrics = [], []
   for budget in (cache_bytes, 0):
     with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS, prefix_cache_bytes=budget,
-                 prefix_block_size=block_size,
-                 prefix_cache_completions=completions) as sampler:
+                 prefix_block_size=block_size, prefix_cache_completions=completions,
+                 unrolled=unrolled) as sampler:
       outputs.append(_run_episodes(sampler, episodes, sampling))
       metrics.append(sampler.metrics())
   _assert_same(*outputs)
