@@ -192,10 +192,13 @@ def _compile(result, jitted, *args):
     if "RESOURCE_EXHAUSTED" not in message and "out of memory" not in message.lower():
       raise
     result.error = "does not fit: " + message.strip().splitlines()[0][:300]
-    needed = re.search(r"(\d+(?:\.\d+)?)([KMG])(?:i?B)? of (\d+(?:\.\d+)?)([KMG])", message)
+    # "... required for HLO temporaries (157.08G) exceeds available HBM (95.74G)"
+    needed = re.search(r"(\d+(?:\.\d+)?)([KMGT])\)? exceeds", message) or re.search(
+        r"[Uu]sed (\d+(?:\.\d+)?)([KMGT])", message)
     if needed:
-      unit = {"K": 2**10, "M": 2**20, "G": 2**30}
-      result.peak_bytes = int(float(needed.group(1)) * unit[needed.group(2)])
+      unit = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+      result.temp_bytes = int(float(needed.group(1)) * unit[needed.group(2)])
+      result.peak_bytes = result.temp_bytes + result.params_bytes + result.optimizer_bytes
     return result
   result.compile_seconds = time.perf_counter() - start
   memory = compiled.memory_analysis()
@@ -461,7 +464,7 @@ def check(config, topology_name, mesh_sizes=None, programs=None, preset=None, hb
 
 
 def _gib(value):
-  return f"{value / GIB:.2f}"
+  return f"{value / GIB:.3f}" if value < GIB / 10 else f"{value / GIB:.2f}"
 
 
 def describe(setup):
@@ -506,13 +509,25 @@ flags.DEFINE_list("programs", [], f"Subset of {PROGRAMS} (default: the ones the 
 flags.DEFINE_string("model_preset", "", "models/presets.py name for the model's shapes "
                     "(default: from config.model.path).")
 flags.DEFINE_float("hbm_gib", 0.0, "HBM per chip in GiB (default: the chip's).")
+flags.DEFINE_string("remat", "", "Override config.model.remat (ModelConfig.remat).")
+flags.DEFINE_string("attention", "", "Override config.model.attention.")
+flags.DEFINE_integer("num_microbatches", 0, "Override config.training.num_microbatches.")
+flags.DEFINE_integer("row_length", 0, "Override config.training.row_length.")
 
 
 def main(argv):
   del argv
   if FLAGS.config is None:
     raise app.UsageError("--config is required, e.g. --config=configs/whale.py:searchqa")
-  results = check(FLAGS.config, FLAGS.topology, parse_mesh(FLAGS.mesh), FLAGS.programs or None,
+  config = FLAGS.config
+  with config.unlocked():
+    for name in ("remat", "attention"):
+      if getattr(FLAGS, name):
+        config.model[name] = getattr(FLAGS, name)
+    for name in ("num_microbatches", "row_length"):
+      if getattr(FLAGS, name):
+        config.training[name] = getattr(FLAGS, name)
+  results = check(config, FLAGS.topology, parse_mesh(FLAGS.mesh), FLAGS.programs or None,
                   FLAGS.model_preset or None, int(FLAGS.hbm_gib * GIB) or None)
   failed = [result for _, result in results if not result.fits]
   print(f"\n{len(results) - len(failed)} of {len(results)} programs fit on {FLAGS.topology} "

@@ -1,0 +1,107 @@
+"""whale_jax.aot: the over-HBM advice (fast, CPU mesh) and real TPU compiles (slow: they need
+the aot extra's libtpu, `pip install -e '.[aot]'`)."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from tests.train import aot_tiny_config
+from whale_jax import aot
+from whale_jax.parallel import mesh as mesh_lib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "tests" / "train" / "aot_tiny_config.py"
+GIB = 2**30
+
+
+def _setup(config, mesh_sizes):
+  mesh = mesh_lib.make_mesh(devices=jax.devices()[:4], **mesh_sizes)
+  return aot.Setup("", aot.model_config_from(config.model), config.training.to_dict(), mesh,
+                   16 * GIB)
+
+
+def _over(name, setup, temp_gib, state_gib=1.0):
+  return aot.Result(name, params_bytes=int(state_gib * GIB / 3),
+                    optimizer_bytes=int(state_gib * GIB * 2 / 3), temp_bytes=int(temp_gib * GIB),
+                    peak_bytes=int((temp_gib + state_gib) * GIB), hbm_bytes=setup.hbm_bytes)
+
+
+def test_advice_names_the_cheapest_fix_in_order():
+  config = aot_tiny_config.get_config()
+  setup = _setup(config, dict(data=2, fsdp=2, tensor=1))
+  result = _over("rsft", setup, temp_gib=40)
+  assert not result.fits
+  assert "config.model.remat='dots_with_no_batch_dims'" in aot.advice(setup, result)
+  assert "needs 41.0 GiB of 16.0 GiB" in aot.advice(setup, result)
+  config.model.remat = "full"
+  # 32 samples -> 32 rows over 4 batch devices x 2 micro-batches: 4 rows per chip
+  config.training.samples_per_step = 32
+  setup = _setup(config, dict(data=2, fsdp=2, tensor=1))
+  weights_bound = _over("rsft", setup, temp_gib=1, state_gib=20)
+  assert "--mesh=data=1,fsdp=4,tensor=1" in aot.advice(setup, weights_bound)
+  assert "num_microbatches to 8" in aot.advice(setup, _over("rsft", setup, temp_gib=40))
+  config.training.samples_per_step = 8  # one row per chip per micro-batch: a shorter row
+  setup = _setup(config, dict(data=2, fsdp=2, tensor=1))
+  assert "row_length to 512" in aot.advice(setup, _over("rsft", setup, temp_gib=40))
+  decode = _over("decode", setup, temp_gib=40)
+  assert "config.training.sampler.max_slots to 4" in aot.advice(setup, decode)
+
+
+def test_resource_exhausted_compile_is_a_failed_result():
+  class OutOfMemory:
+    def trace(self, *args):
+      raise RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory "
+                         "required for HLO temporaries (157.08G) exceeds available HBM "
+                         "(95.74G).")
+
+  result = aot._compile(aot.Result("rsft", hbm_bytes=96 * GIB), OutOfMemory())
+  assert not result.fits and "RESOURCE_EXHAUSTED" in result.error
+  assert abs(result.temp_bytes / GIB - 157.08) < 0.01
+
+
+def _run_aot(*args):
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env.pop("XLA_FLAGS", None)
+  return subprocess.run([sys.executable, "-m", "whale_jax.aot", f"--config={CONFIG}", *args],
+                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def _libtpu():
+  try:
+    import libtpu  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  except ImportError as error:
+    raise AssertionError("The AOT tests need the TPU compiler: pip install -e '.[aot]'.") from error
+
+
+@pytest.mark.slow
+def test_tiny_config_compiles_for_v5e_2x2():
+  """Every program of the tiny config compiles for 4 v5e chips and fits; the parameter bytes
+  per chip are the model's size over the 4 fsdp shards (norms are replicated)."""
+  _libtpu()
+  config = aot_tiny_config.get_config()
+  results = aot.check(config, "v5e:2x2", log=lambda line: None)
+  names = [result.name for _, result in results]
+  assert names == ["rsft", "grpo", "reference", "prefill", "decode"]
+  setup = results[0][0]
+  expected_param_bytes = setup.model_config.num_params() * 2 / 4  # bfloat16 over fsdp=4
+  for _, result in results:
+    assert result.fits and result.peak_bytes > 0, aot.format_table(setup, [result])
+  rsft = results[0][1]
+  assert abs(rsft.params_bytes / expected_param_bytes - 1) < 0.02
+  # float32 mu, nu and master weights: 6x the bfloat16 params
+  assert abs(rsft.optimizer_bytes / rsft.params_bytes - 6) < 0.1
+  assert "all-gather" in rsft.collectives  # fsdp gathers the weights
+  assert results[2][1].resident_bytes > 0  # the train state stays while the reference runs
+
+
+@pytest.mark.slow
+def test_over_hbm_exits_nonzero_naming_the_fix():
+  """With remat off the tiny config's train step does not fit 0.05 GiB chips: the command
+  exits 1 and names the remat policy that would help."""
+  _libtpu()
+  process = _run_aot("--topology=v5e:2x2", "--programs=rsft", "--hbm_gib=0.05")
+  assert process.returncode == 1, process.stdout + process.stderr
+  assert "config.model.remat='dots_with_no_batch_dims'" in process.stdout, process.stdout
