@@ -97,3 +97,18 @@ def test_describe_failures_lists_each_reason_with_its_line():
   assert "- [import_not_allowed] line 1: " in text
   assert "- [run_signature] line 3: " in text
   assert "- [forbidden_name] line 4: eval is not allowed" in text
+
+
+@pytest.mark.parametrize("reach", ["dataclasses.sys.modules['ctypes']",
+                                   "json.codecs.sys.modules", "random._os", "re.copyreg.sys"])
+def test_reaching_other_modules_through_an_allowed_one_is_refused(reach):
+  source = ("import dataclasses, json, random, re\n\ndef run(task, llm, tools):\n"
+            f"    return str({reach})\n")
+  failures = static_checks.check_harness(source)
+  assert failures and {f.code for f in failures} == {"forbidden_attribute"}
+  assert all(f.line == 4 for f in failures)
+
+
+def test_a_system_attribute_is_fine_when_its_module_is_allowed():
+  source = "import os\n\ndef run(task, llm, tools):\n    return os.sep + str(task.os)\n"
+  assert codes(source, allowed_imports=("os",)) == []

@@ -8,9 +8,12 @@ Checks: the source parses; it has at most max_lines lines; it defines a top-leve
 `def run(task, llm, tools)` with three positional parameters; it imports only allowed modules
 (absolute imports); it uses none of eval, exec, compile, __import__, open, globals, locals,
 vars, breakpoint, input, exit, quit, help; no dunder names other than __name__, no dunder or
-frame/code-introspection attributes, and getattr/setattr/delattr/hasattr only with a literal,
-non-underscore attribute name. These keep honest mistakes and obvious escapes out; the sandbox
-(whale_jax/harness/sandbox.py) contains whatever gets past them.
+frame/code-introspection attributes, no attribute named like a module that reaches the
+interpreter or the system (`dataclasses.sys`, `.modules`, `.ctypes`, ...) unless that module is
+allowed, and getattr/setattr/delattr/hasattr only with a literal, non-underscore attribute name.
+These keep honest mistakes and obvious escapes out with readable feedback; they are not a
+security boundary: the sandbox's namespaces and seccomp programs
+(whale_jax/harness/confinement.py) contain whatever gets past them, native code included.
 """
 import ast
 import dataclasses
@@ -28,6 +31,14 @@ INTROSPECTION_ATTRIBUTES = frozenset({
     "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "co_code", "co_consts",
     "func_globals", "func_code"})
 ALLOWED_DUNDER_NAMES = frozenset({"__name__"})
+# Attributes through which an allowed module reaches modules that are not (dataclasses.sys,
+# json.codecs.sys.modules, random._os, ...); refused, with or without leading underscores,
+# unless the module of that name is itself allowed.
+SYSTEM_ATTRIBUTES = frozenset({
+    "sys", "modules", "os", "posix", "nt", "builtins", "ctypes", "_ctypes", "gc", "importlib",
+    "subprocess", "socket", "_socket", "signal", "_signal", "resource", "mmap", "marshal",
+    "pty", "shutil", "tempfile", "threading", "_thread", "multiprocessing", "runpy", "pickle",
+    "inspect", "_imp", "meta_path", "path_hooks"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +111,11 @@ def _check_node(node, allowed):
     if _is_dunder(node.attr) or node.attr in INTROSPECTION_ATTRIBUTES:
       return [CheckFailure("forbidden_attribute", f".{node.attr} is not allowed in a harness "
                            "(it reaches interpreter internals).", node.lineno)]
+    bare = node.attr.lstrip("_")  # the stdlib's private aliases too: random._os, os._sys
+    if bare in SYSTEM_ATTRIBUTES and bare not in allowed and node.attr not in allowed:
+      return [CheckFailure("forbidden_attribute", f".{node.attr} is not allowed in a harness "
+                           "(it reaches modules outside the allowed imports); use only the "
+                           f"allowed modules: {allowed_text}.", node.lineno)]
     return []
   if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and
       node.func.id in ATTRIBUTE_FUNCTIONS):
