@@ -136,3 +136,35 @@ def test_a_pdf_without_pypdf_says_how_to_install_it(tmp_path, monkeypatch):
   monkeypatch.setitem(sys.modules, "pypdf", None)
   with pytest.raises(ImportError, match=r"whale_jax\[pdf\]"):
     docqa_files.load_corpus(tmp_path)
+
+
+def minimal_pdf(page_texts):
+  """A PDF with one Helvetica text line per page, written by hand (offsets in the xref)."""
+  objects = ["<< /Type /Catalog /Pages 2 0 R >>",
+             "<< /Type /Pages /Kids [%s] /Count %d >>" % (
+                 " ".join(f"{4 + 2 * i} 0 R" for i in range(len(page_texts))), len(page_texts)),
+             "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+  for i, text in enumerate(page_texts):
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
+    objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents "
+                   f"{5 + 2 * i} 0 R /Resources << /Font << /F1 3 0 R >> >> >>")
+    objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
+  out, offsets = "%PDF-1.4\n", []
+  for number, body in enumerate(objects, 1):
+    offsets.append(len(out))
+    out += f"{number} 0 obj\n{body}\nendobj\n"
+  xref = len(out)
+  out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n"
+  out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets)
+  out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n"
+  return out.encode("latin-1")
+
+
+def test_pdf_pages_through_pypdf(tmp_path):
+  pytest.importorskip("pypdf", reason="the optional pdf extra (pip install 'whale_jax[pdf]')")
+  (tmp_path / "treasury_bulletin_1941_01.pdf").write_bytes(
+      minimal_pdf(["Treasury Bulletin January 1941", "National defense 2,602"]))
+  [document] = docqa_files.load_corpus(tmp_path).values()
+  assert document.id == "treasury_bulletin_1941_01"
+  assert [page.strip() for page in document.pages] == ["Treasury Bulletin January 1941",
+                                                       "National defense 2,602"]
