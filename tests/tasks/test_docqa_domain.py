@@ -287,3 +287,18 @@ def test_compact_h0_uses_tags_and_short_prompts():
     assert max(len(call.prompt_token_ids) for call in trajectory.calls) < 1024
   with pytest.raises(ValueError, match="seed_harness='x'"):
     tasks.get_domain("docqa", seed_harness="x")
+
+
+def test_h0_shows_tool_errors_to_the_model(domain):
+  instances = domain.splits()["test"][:1]
+  def reply(prompt):
+    if "<tool_response>" not in prompt:
+      return ('<tool_call>{"name": "open_document", "arguments": {"document": '
+              '"fiscal_bulletin_1941_1", "page": 9}}</tool_call>')
+    return "<FINAL_ANSWER>0</FINAL_ANSWER>"
+  trajectories, _ = run_h0(domain, instances, reply)
+  [event] = trajectories[0].tool_events
+  assert "did you mean fiscal_bulletin_1941_01" in event.error
+  second_prompt = TOKENIZER.decode(trajectories[0].calls[1].prompt_token_ids)
+  assert "Error: tools.open_document() failed: ValueError" in second_prompt
+  assert domain.metrics(instances, trajectories, [0.0])["tool_error_rate"] == 1.0
