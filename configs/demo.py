@@ -17,6 +17,8 @@ poor patches; it shows the wiring), "openai" with an OpenAI-compatible endpoint
 """
 import ml_collections
 
+from configs import presets
+
 BUDGET_ROLLOUTS = 2048
 
 
@@ -46,7 +48,7 @@ def get_config(arg: str = ""):
   config.search = dict(proposer="edit_library", seed=0)
   config.runtime = dict(num_workers=16, timeout_seconds=60.0)
   config.mesh = dict(data=1, num_devices=1)
-  args = set(arg.split(",")) if arg else set()
+  args = presets.parse_args(arg, ("in_process", "openai", "smoke"), "configs/demo.py")
   if "in_process" in args:
     config.search = dict(proposer="in_process", sampling=dict(max_tokens=256,
                                                               temperature=1.0))

@@ -12,6 +12,8 @@ answers 0.22 of questions under the compact h0 and 0.35 under the teacher's harn
 """
 import ml_collections
 
+from configs import presets
+
 
 def get_config(arg: str = ""):
   config = ml_collections.ConfigDict()
@@ -27,7 +29,7 @@ def get_config(arg: str = ""):
   config.warm_start = dict(world_seeds=(1000, 48), eval_world_seeds=(2000, 2), name_worlds=400,
                            vocab_size=2048, steps=1000, eval_every=200, eval_questions=100,
                            teacher_max_turns=3, teacher_max_doc_tokens=64, seed=0)
-  if arg == "smoke":
+  if "smoke" in presets.parse_args(arg, ("smoke",), "configs/embedded_solver.py"):
     config.warm_start.update(world_seeds=(1000, 1), eval_world_seeds=(2000, 1), name_worlds=5,
                              vocab_size=600, steps=4, eval_every=2, eval_questions=4)
     config.model.update(num_layers=1, embed_dim=32, mlp_dim=64, num_heads=2, num_kv_heads=2,

@@ -92,7 +92,8 @@ def _multi_hop_qa(config):
 
 
 def get_config(arg: str = ""):
-  args = set(arg.split(",")) if arg else set()
+  args = presets.parse_args(arg, ("qa", "smoke") + HELD_OUT_DATASETS + HARD_HELD_OUT_DATASETS,
+                            "configs/harness_learning.py")
   config = ml_collections.ConfigDict()
   config.recipe = "harness_learning"
   config.tokenizer = ""

@@ -1,4 +1,19 @@
 """Shared pieces of experiment configs: plain functions returning dicts."""
+import difflib
+
+
+def parse_args(arg, allowed, config_file):
+  """The words of a get_config argument ("math,adaptive") as a set; a word that is not in
+  allowed raises ValueError naming it, the closest allowed word and every allowed word."""
+  words = {word.strip() for word in arg.split(",") if word.strip()} if arg else set()
+  for word in sorted(words):
+    if word not in allowed:
+      close = difflib.get_close_matches(word, allowed, n=1, cutoff=0.6)
+      hint = f" (did you mean {close[0]!r}?)" if close else ""
+      raise ValueError(f"--config={config_file}:{arg}: {word!r} is not an argument of "
+                       f"{config_file}{hint}; use comma-separated words of "
+                       f"{', '.join(allowed)}.")
+  return words
 
 
 def tiny_model(vocab_size=267):

@@ -17,6 +17,8 @@ DOMAINS = {
     "searchqa": dict(name="searchqa", questions=["data/searchR1/train.parquet"],
                      split_questions={"test": ["data/searchR1/test.parquet"]},
                      retrieval_urls=["http://localhost:8000/retrieve"], verifier="judge",
+                     judge=dict(base_url="http://localhost:8001/v1", model="judge",
+                                api_key_env=None),   # tasks.judge.openai_judge options
                      split_sizes={"weight": -1, "harness": 256, "validation": 256,
                                   "test": 700}),
     "math": dict(name="math", problems=["data/dapo_math_17k.parquet"],
@@ -31,7 +33,7 @@ WEIGHT_EPOCHS = {"searchqa": 4.0, "math": 6.0, "chess": 4.0}
 
 
 def get_config(arg: str = "searchqa"):
-  args = set(arg.split(",")) if arg else set()
+  args = presets.parse_args(arg, tuple(DOMAINS) + ("adaptive", "smoke"), "configs/whale.py")
   domain = next((name for name in DOMAINS if name in args), "searchqa")
   config = ml_collections.ConfigDict()
   config.recipe = "whale_adaptive" if "adaptive" in args else "whale"

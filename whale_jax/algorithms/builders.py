@@ -28,11 +28,14 @@ Sections (configs/*.py hold complete examples):
   runtime   HarnessRuntime keyword arguments (num_workers, timeout_seconds, memory_bytes, ...).
   mesh      {data, fsdp, tensor} sizes, and num_devices (use the first N; 0 = all).
 """
+import dataclasses
+import inspect
 import os
 
 import jax
 
 from whale_jax import tasks
+from whale_jax.algorithms import config_check
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
@@ -45,15 +48,142 @@ from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
+from whale_jax.sampling import engine as engine_lib
+from whale_jax.sampling import openai_client
 from whale_jax.search import edit_library
 from whale_jax.search import model_proposer
 from whale_jax.tasks import judge as judge_lib
 from whale_jax.tokenization import load_tokenizer
+from whale_jax.tasks import registry
 from whale_jax.train import checkpoint as checkpoint_lib
+from whale_jax.train import grpo
+from whale_jax.train import optimizer as optimizer_lib
 from whale_jax.train import train_state
 
 EMBEDDED_SOLVER = options.EMBEDDED_SOLVER
 PROPOSERS = options.PROPOSERS
+
+
+def _parameters(function, skip=()):
+  """(names of function's keyword parameters, whether it also takes **kwargs)."""
+  parameters = inspect.signature(function).parameters.values()
+  names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+  return names - set(skip), any(p.kind == p.VAR_KEYWORD for p in parameters)
+
+
+def _check_call(function, section_, key_path, skip=(), extra=()):
+  """ConfigError for a key of section_ that function (or extra) does not take."""
+  names, takes_any = _parameters(function, skip)
+  if not takes_any:
+    config_check.check_keys(section_, names | set(extra), key_path)
+
+
+def _build(cls, section_, key_path):
+  """cls(**section_) with unknown keys and cls's own checks as one-line ConfigErrors."""
+  fields = {field.name for field in dataclasses.fields(cls)}
+  config_check.check_keys(section_, fields, key_path)
+  try:
+    return cls(**section_)
+  except (TypeError, ValueError) as error:
+    raise config_check.ConfigError(f"{key_path}: {' '.join(str(error).split())}") from None
+
+
+def check_model_section(model_section, key_path="config.model"):
+  model_section = dict(model_section)
+  source = model_section.pop("source", "random")
+  if source == "random":
+    model_section.pop("seed", None)
+    _build(ModelConfig, model_section, key_path)
+  else:
+    fields = {field.name for field in dataclasses.fields(ModelConfig)}
+    _check_call(hf.load_hf, model_section, key_path, skip=("mesh", "rules"), extra=fields)
+
+
+def check_search_section(search_section, key_path="config.search"):
+  search_section = dict(search_section)
+  kind = search_section.pop("proposer", "edit_library")
+  config_check.check_choice(kind, PROPOSERS, f"{key_path}.proposer", "proposer")
+  sampling = dict(search_section.get("sampling", {}))
+  if kind == "edit_library":
+    config_check.check_keys(search_section, {"seed"}, key_path)
+  elif kind == "in_process":
+    config_check.check_keys(search_section, {"seed", "sampling", "model_path", "tokenizer"},
+                            key_path)
+    _build(SamplingParams, sampling, f"{key_path}.sampling")
+  else:
+    for required in ("base_url", "model"):
+      if not search_section.get(required):
+        raise config_check.ConfigError(
+            f"{key_path}.{required} is missing; config.search.proposer='openai' needs "
+            "base_url (e.g. 'http://localhost:8000/v1') and model (the served model's name).")
+    client_names, _ = _parameters(openai_client.OpenAICompatibleClient.__init__,
+                                  skip=("self", "sleep"))
+    _check_call(model_proposer.openai_proposer, search_section, key_path,
+                extra=client_names | {"sampling"})
+    config_check.check_keys(sampling, openai_client.SAMPLING_FIELDS, f"{key_path}.sampling")
+
+
+def check_domain_section(domain_section, key_path="config.domain"):
+  domain_section = dict(domain_section)
+  name = domain_section.pop("name")
+  if name.startswith(registry.REASONING_GYM_PREFIX):
+    builder = registry.reasoning_gym_domain
+  else:
+    builder = registry.BUILDERS[name]
+  _check_call(builder, domain_section, key_path, skip=("dataset",))
+  if isinstance(domain_section.get("judge"), dict):
+    _check_call(judge_lib.openai_judge, domain_section["judge"], f"{key_path}.judge")
+  elif domain_section.get("verifier") == "judge":
+    raise config_check.ConfigError(
+        f"{key_path}.verifier='judge' needs {key_path}.judge = dict(base_url=..., model=...) "
+        "(tasks.judge.openai_judge options), or use verifier='exact_match'.")
+
+
+def check_training_section(training, key_path="config.training"):
+  _build(optimizer_lib.OptimizerConfig, dict(training.get("optimizer", {})),
+         f"{key_path}.optimizer")
+  _build(grpo.GRPOConfig, dict(training.get("grpo", {})), f"{key_path}.grpo")
+  _check_call(engine_lib.Engine.__init__, dict(training.get("sampler", {})),
+              f"{key_path}.sampler", skip=("self", "config", "params", "tokenizer", "mesh",
+                                           "rules"))
+
+
+def check_sections(config):
+  """The checks of config_check.check that need jax-importing modules: SamplingParams,
+  ModelConfig, optimizer, GRPO and engine options, HarnessRuntime, the domain builder, the
+  judge and the proposer. Raises config_check.ConfigError; builds nothing heavy."""
+  if config.get("recipe") == "warm_start":
+    check_training_section(section(config, "training"))
+    return
+  sampling = _build(SamplingParams, section(config, "sampling"), "config.sampling")
+  eval_sampling = section(config, "eval_sampling")
+  config_check.check_keys(eval_sampling, {f.name for f in dataclasses.fields(SamplingParams)},
+                          "config.eval_sampling")
+  try:
+    sampling.replace(**eval_sampling)
+  except (TypeError, ValueError) as error:
+    raise config_check.ConfigError(f"config.eval_sampling: {error}") from None
+  check_model_section(section(config, "model"))
+  check_training_section(section(config, "training"))
+  check_domain_section(section(config, "domain"))
+  check_search_section(section(config, "search"))
+  _check_call(HarnessRuntime.__init__, section(config, "runtime"), "config.runtime",
+              skip=("self", "backend", "tokenizer"))
+  hl_section = section(config, "harness_learning")
+  if hl_section:
+    key_path = "config.harness_learning"
+    hl_config = options.HarnessLearningConfig(**hl_section)
+    if hl_config.proposer_model:
+      check_model_section(hl_config.proposer_model, f"{key_path}.proposer_model")
+    if hl_config.proposer_training:
+      check_training_section(hl_config.proposer_training, f"{key_path}.proposer_training")
+    _build(SamplingParams, dict(hl_config.proposer_sampling), f"{key_path}.proposer_sampling")
+    for index, teacher in enumerate(hl_config.teachers):
+      check_search_section(teacher, f"{key_path}.teachers[{index}]")
+    for name in ("sft_domains", "grpo_domains"):
+      for index, entry in enumerate(getattr(hl_config, name)):
+        if isinstance(entry, dict):
+          check_domain_section(entry, f"{key_path}.{name}[{index}]")
 
 
 def section(config, name):

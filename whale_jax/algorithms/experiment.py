@@ -25,6 +25,7 @@ import numpy as np
 
 from whale_jax.algorithms import baselines
 from whale_jax.algorithms import builders
+from whale_jax.algorithms import config_check
 from whale_jax.algorithms import harness_learning
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
@@ -87,11 +88,12 @@ def run_one(config, workdir, recipe, show_progress=True):
 
 
 def run(config, workdir, show_progress=True):
-  """Runs config.recipe (or each of config.methods for "compare"); returns the summary."""
-  if "://" in str(workdir):
-    raise ValueError(f"workdir={workdir!r} is a URL, but the run directory is written with "
-                     "ordinary file calls. Mount the bucket or share on every host (e.g. "
-                     "launch/tpu_pod.sh mount) and pass the mounted path.")
+  """Runs config.recipe (or each of config.methods for "compare"); returns the summary.
+
+  A bad config raises config_check.ConfigError before anything is built or written.
+  """
+  config_check.check(config, workdir)
+  builders.check_sections(config)
   if distributed.initialize() > 1:  # hosts must agree on versions and config before compiling
     distributed.preflight(
         expected_processes=int(os.environ.get("WHALE_JAX_NUM_PROCESSES", jax.process_count())),

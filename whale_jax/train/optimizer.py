@@ -28,11 +28,12 @@ import jax.numpy as jnp
 import optax
 
 SCHEDULES = ("constant", "cosine")
+_KEY = "config.training.optimizer."
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-  """Optimizer options (= config.optimizer keys)."""
+  """Optimizer options (= config.training.optimizer keys)."""
   learning_rate: float = 1e-6
   warmup_steps: int = 0
   schedule: str = "constant"
@@ -48,25 +49,25 @@ class OptimizerConfig:
 
   def __post_init__(self):
     if self.state_dtype not in ("float32", "bfloat16"):
-      raise ValueError(f"config.optimizer.state_dtype={self.state_dtype!r} must be 'float32' or "
+      raise ValueError(f"{_KEY}state_dtype={self.state_dtype!r} must be 'float32' or "
                        "'bfloat16'.")
     if not self.learning_rate >= 0:
-      raise ValueError(f"config.optimizer.learning_rate={self.learning_rate} must be >= 0.")
+      raise ValueError(f"{_KEY}learning_rate={self.learning_rate} must be >= 0.")
     if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-      raise ValueError(f"config.optimizer.warmup_steps={self.warmup_steps!r} must be an "
+      raise ValueError(f"{_KEY}warmup_steps={self.warmup_steps!r} must be an "
                        "integer >= 0.")
     if self.schedule not in SCHEDULES:
-      raise ValueError(f"config.optimizer.schedule={self.schedule!r} is not one of "
+      raise ValueError(f"{_KEY}schedule={self.schedule!r} is not one of "
                        f"{SCHEDULES}.")
     if self.schedule == "cosine" and not (
         isinstance(self.total_steps, int) and self.total_steps > self.warmup_steps):
-      raise ValueError(f"config.optimizer.schedule='cosine' needs total_steps > warmup_steps="
+      raise ValueError(f"{_KEY}schedule='cosine' needs total_steps > warmup_steps="
                        f"{self.warmup_steps}; got total_steps={self.total_steps!r}.")
     if self.max_grad_norm is not None and not self.max_grad_norm > 0:
-      raise ValueError(f"config.optimizer.max_grad_norm={self.max_grad_norm} must be > 0, or "
+      raise ValueError(f"{_KEY}max_grad_norm={self.max_grad_norm} must be > 0, or "
                        "None to disable clipping.")
     if self.weight_decay < 0:
-      raise ValueError(f"config.optimizer.weight_decay={self.weight_decay} must be >= 0.")
+      raise ValueError(f"{_KEY}weight_decay={self.weight_decay} must be >= 0.")
 
 
 def learning_rate_schedule(optimizer_config):

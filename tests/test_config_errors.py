@@ -1,0 +1,138 @@
+"""Bad configs as a new user makes them: each is refused by `python -m whale_jax.main` in under
+5 s, in one line that names the key and the fix, with exit status 2, no traceback, and no file
+written. The process is observed from outside (its stderr, its exit status, its wall time,
+the directory it was given)."""
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.algorithms import tiny
+from whale_jax.algorithms import builders
+from whale_jax.algorithms import config_check
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SMOKE = "--config=configs/whale.py:smoke"
+MAX_SECONDS = 5.0
+TYPO_IN_FILE = """from configs import whale
+
+def get_config(arg=""):
+  config = whale.get_config("smoke")
+  config.loop.sedd = 3
+  return config
+"""
+WRONG_TYPE_IN_FILE = TYPO_IN_FILE.replace(
+    "config.loop.sedd = 3", "config.loop = dict(config.loop.to_dict(), prompt_batch='4')")
+
+CASES = {  # name: (arguments, files to write {name: text}, words the one line must hold)
+    "typo_get_config_argument": (["--config=configs/whale.py:serachqa"], {},
+                                 ["'serachqa'", "did you mean 'searchqa'", "smoke"]),
+    "typo_key_in_file": (["--config={tmp}/typo.py"], {"typo.py": TYPO_IN_FILE},
+                         ["config.loop.sedd", "did you mean 'seed'"]),
+    "typo_flag": ([SMOKE, "--config.loop.sedd=3"], {},
+                  ["--config.loop.sedd", "did you mean 'seed'"]),
+    "wrong_type_in_file": (["--config={tmp}/wrong.py"], {"wrong.py": WRONG_TYPE_IN_FILE},
+                           ["config.loop.prompt_batch='4'", "must be an int"]),
+    "wrong_type_flag": ([SMOKE, "--config.loop.prompt_batch=four"], {},
+                        ["config.loop.prompt_batch", "an int"]),
+    "negative_batch": ([SMOKE, "--config.loop.prompt_batch=-4"], {},
+                       ["config.loop.prompt_batch=-4", ">= 1"]),
+    "unknown_recipe": ([SMOKE, "--config.recipe=whael"], {},
+                       ["config.recipe='whael'", "did you mean 'whale'"]),
+    "unknown_domain": ([SMOKE, "--config.domain.name=synthetic_qq"], {},
+                       ["config.domain.name='synthetic_qq'", "did you mean 'synthetic_qa'"]),
+    "unknown_proposer": ([SMOKE, "--config.search.proposer=edit_libary"], {},
+                         ["config.search.proposer='edit_libary'",
+                          "did you mean 'edit_library'"]),
+    "missing_checkpoint": (["--config=configs/whale.py:math"], {},
+                           ["config.model.path='checkpoints/Qwen/Qwen3.5-2B'",
+                            "does not exist"]),
+    "workdir_is_a_file": ([SMOKE], {"taken": "not a directory"}, ["--workdir=", "is a file"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_config_is_refused_fast_in_one_line_leaving_nothing(name, tmp_path):
+  arguments, files, words = CASES[name]
+  for file_name, text in files.items():
+    (tmp_path / file_name).write_text(text)
+  workdir = tmp_path / ("taken" if name == "workdir_is_a_file" else "run")
+  before = sorted(os.listdir(tmp_path))
+  env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+  start = time.monotonic()
+  process = subprocess.run(
+      [sys.executable, "-m", "whale_jax.main", *[a.format(tmp=tmp_path) for a in arguments],
+       f"--workdir={workdir}"], cwd=ROOT, env=env, capture_output=True, text=True,
+      timeout=60)
+  seconds = time.monotonic() - start
+  lines = [line for line in process.stderr.splitlines() if line.strip()]
+  assert process.returncode == 2, process.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith("FATAL config error: "), process.stderr
+  assert "Traceback" not in process.stderr
+  for word in words:
+    assert word in lines[0], (word, lines[0])
+  assert seconds < MAX_SECONDS, f"{name} took {seconds:.1f} s"
+  assert sorted(os.listdir(tmp_path)) == before  # no workdir, nothing else written
+  assert not os.path.isdir(tmp_path / "run")
+
+
+def test_the_boundary_imports_no_jax():
+  code = ("import sys; from whale_jax.algorithms import config_check; "
+          "print(sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))")
+  process = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                           text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+  assert process.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("sampling.max_tokns", 8, ["config.sampling.max_tokns", "did you mean 'max_tokens'"]),
+    ("sampling.top_p", 1.5, ["config.sampling", "top_p=1.5"]),
+    ("training.optimizer.learnin_rate", 1e-3,
+     ["config.training.optimizer.learnin_rate", "did you mean 'learning_rate'"]),
+    ("training.sampler.max_slot", 8,
+     ["config.training.sampler.max_slot", "did you mean 'max_slots'"]),
+    ("runtime.num_worker", 2, ["config.runtime.num_worker", "did you mean 'num_workers'"]),
+    ("domain.mate_in_two_fractio", 0.5,
+     ["config.domain.mate_in_two_fractio", "did you mean 'mate_in_two_fraction'"]),
+    ("model.num_layer", 2, ["config.model.num_layer", "did you mean 'num_layers'"]),
+])
+def test_sections_checked_after_jax_name_the_key(key, value, words):
+  config = tiny.tiny_config("whale")
+  config.domain.name = "chess"
+  node = config
+  *parents, leaf = key.split(".")
+  for parent in parents:
+    node = node[parent]
+  node[leaf] = value
+  with pytest.raises(config_check.ConfigError) as caught:
+    builders.check_sections(config)
+  message = str(caught.value)
+  assert "\n" not in message
+  for word in words:
+    assert word in message, (word, message)
+
+
+def test_a_judge_verifier_without_a_judge_section_is_refused():
+  config = tiny.tiny_config("whale")
+  config.domain.verifier = "judge"
+  with pytest.raises(config_check.ConfigError, match=r"config\.domain\.judge"):
+    builders.check_sections(config)
+
+
+def test_every_shipped_config_passes_both_checks(tmp_path):
+  from configs import demo, embedded_solver, harness_learning, whale  # pylint: disable=g-import-not-at-top
+  for module, arguments in ((demo, ("", "smoke", "in_process", "openai")),
+                            (whale, ("smoke", "smoke,adaptive", "math", "chess")),
+                            (harness_learning, ("", "smoke", "qa")),
+                            (embedded_solver, ("", "smoke"))):
+    for argument in arguments:
+      config = module.get_config(argument)
+      config.model = tiny.tiny_config().model.to_dict()  # the real checkpoints are not here
+      if config.get("harness_learning", {}).get("proposer_model"):
+        config.harness_learning.proposer_model = config.model.to_dict()
+      config_check.check(config, str(tmp_path / "run"))
+      builders.check_sections(config)
+  assert not os.listdir(tmp_path)
