@@ -39,6 +39,7 @@ TASK = {
         {"type": "gmail_message_not_sent_to", "to": "ben.okafor@company.example.com"},
         {"type": "slack_message_exists", "channel_name": "recruiting", "text_contains": "Amy"},
         {"type": "hubspot_contact_exists", "email": "amy.liu@company.example.com"},
+        {"type": "hubspot_contact_not_exists", "email": "ben.okafor@company.example.com"},
     ],
 }
 
@@ -65,7 +66,7 @@ def test_state_and_assertions_are_mapped(tmp_path):
   assert state["chat_messages"][0]["channel"] == "recruiting"
   assert state["contacts"][0]["name"] == "Amy Liu"
   assert [a["kind"] for a in task["assertions"]] == [
-      "updated", "exists", "not_updated", "not_exists", "exists", "exists"]
+      "updated", "exists", "not_updated", "not_exists", "exists", "exists", "not_exists"]
 
 
 def test_a_loaded_task_is_scored_on_the_end_state(tmp_path):
@@ -81,11 +82,11 @@ def test_a_loaded_task_is_scored_on_the_end_state(tmp_path):
                       environment.call(tool, arguments), "", 0.0, 0.0)
             for tool, arguments in calls]
   trajectory = Trajectory("e", instance.id, "h", "ok", answer="done", tool_events=events)
-  # Counted: the two done (pass), the slack post (fails); the not_updated, not_sent and
-  # contact-exists assertions held from the start: excluded.
+  # Counted: the two done (pass), the slack post (fails); the not_updated, not_sent and the
+  # two contact assertions held from the start: excluded.
   assert domain.verify(instance, "done", trajectory) == pytest.approx(2 / 3)
   plain = tasks.get_domain("toolflow", tasks=str(tmp_path / "ab.json"), split_sizes={"test": -1})
-  assert plain.verify(instance, "done", trajectory) == pytest.approx(5 / 6)
+  assert plain.verify(instance, "done", trajectory) == pytest.approx(6 / 7)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -22,7 +22,7 @@ Supported, mapped onto the toolflow apps (whale_jax.tasks.toolflow_apps):
 Assertion types: gmail_message_sent[_to][_with_body_contains], gmail_message_not_sent[_to]
 [_with_body_contains], google_sheets_row_exists / _not_exists / _updated / _not_updated,
 slack_message_exists / _in_channel / _not_exists / _not_in_channel, slack_dm_sent_to,
-hubspot_contact_exists, freshdesk_ticket_has_note. Anything else is an error naming the file,
+hubspot_contact_exists / _not_exists, freshdesk_ticket_has_note. Anything else is an error naming the file,
 the task and the type (or, with unsupported="skip", the task is left out and counted).
 The tasks run on the toolflow tools, not AutomationBench's vendor-named tools; the declared
 tools are kept only as a record. Partial credit follows toolflow_assertions, optionally with
@@ -193,8 +193,9 @@ def convert_assertion(assertion, where_from):
                 if "text_contains" in params else {})
     return {"kind": "not_exists" if "_not_" in kind else "exists",
             "collection": "chat_messages", "where": where, "contains": contains}
-  if kind == "hubspot_contact_exists":
-    return {"kind": "exists", "collection": "contacts",
+  if kind in ("hubspot_contact_exists", "hubspot_contact_not_exists"):
+    return {"kind": "exists" if kind == "hubspot_contact_exists" else "not_exists",
+            "collection": "contacts",
             "where": {k: v for k, v in params.items() if k in ("email", "name")}}
   if kind == "freshdesk_ticket_has_note":
     return {"kind": "exists", "collection": "ticket_notes",
