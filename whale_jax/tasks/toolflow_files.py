@@ -22,8 +22,8 @@ Supported, mapped onto the toolflow apps (whale_jax.tasks.toolflow_apps):
 Assertion types: gmail_message_sent[_to][_with_body_contains], gmail_message_not_sent[_to]
 [_with_body_contains], google_sheets_row_exists / _not_exists / _updated / _not_updated,
 slack_message_exists / _in_channel / _not_exists / _not_in_channel, slack_dm_sent_to,
-hubspot_contact_exists / _not_exists, freshdesk_ticket_has_note. Anything else is an error naming the file,
-the task and the type (or, with unsupported="skip", the task is left out and counted).
+hubspot_contact_exists / _not_exists, freshdesk_ticket_has_note. Anything else is an error
+naming the file, the task and the type (or, with unsupported="skip", the task is left out).
 The tasks run on the toolflow tools, not AutomationBench's vendor-named tools; the declared
 tools are kept only as a record. Partial credit follows toolflow_assertions, optionally with
 AutomationBench's exclusion of assertions already true of the seeded state.
