@@ -28,7 +28,7 @@ Answers are written as the OfficeQA CSVs write them ("2,602", "-1,234", "12.34%"
 import random
 
 SOURCES = ("Individual income tax", "Corporation income tax", "Customs duties",
-           "Excise taxes", "Estate and gift taxes", "Miscellaneous receipts")
+           "Excise taxes", "Estate and gift taxes", "Miscellaneous revenue")
 AGENCIES = ("Department of Agriculture", "Department of Commerce", "Navy Department",
             "War Department", "Veterans Administration", "Treasury Department",
             "Federal Works Agency")
