@@ -207,3 +207,12 @@ def test_the_initial_state_is_copied_and_schemas_are_openai_functions():
   assert all(s["type"] == "function" and s["function"]["parameters"]["type"] == "object"
              for s in schemas)
   assert {s["function"]["name"] for s in schemas} == set(toolflow_apps.TOOLS_BY_NAME)
+
+
+@pytest.mark.parametrize("tool", ["_crm_get_contact", "_get", "__init__", "state", "call",
+                                  None, ["inbox_read"]])
+def test_only_published_tools_can_be_called(tool):
+  environment = Environment(STATE)
+  answer = environment.call(tool, {"contact_id": "c1"})
+  assert answer["error"]["status"] == 404 and "There is no tool" in answer["error"]["message"]
+  assert environment.state == Environment(STATE).state
