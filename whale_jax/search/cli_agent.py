@@ -1,0 +1,499 @@
+"""A CLI coding agent as proposer: any command run in a jailed copy of the archive view.
+
+  proposer = CliAgentProposer(["claude", "-p", "{prompt}", "--output-format", "json"],
+                              archive_dir, domain, instances=splits["harness"],
+                              runner=BwrapRunner(read_only_paths=["/opt/claude"],
+                                                 pass_environment=["ANTHROPIC_API_KEY"],
+                                                 endpoint=("api.anthropic.com", 443)),
+                              wall_clock_seconds=1800, max_cost_usd=5.0)
+  meta_harness.search(incoming, evaluate, proposer, archive_dir, ...)     # a drop-in proposer
+
+Per proposal, a fresh working folder (outside the archive) holds
+  archive/           the archive view (whale_jax.search.archive_view), read-only files
+  INSTRUCTIONS.md    the domain's steering text (whale_jax.search.steering), the task
+                     description and what to write
+  harness.py         a copy of the current harness: the agent edits it in place
+  HYPOTHESIS.txt     where the agent writes its one-sentence hypothesis
+and the command (a list of strings, or a str split like a shell would; placeholders {prompt},
+{workdir}, {instructions}, {max_cost_usd}, {wall_clock_seconds}) runs there through the
+runner. BwrapRunner confines it like harness episodes: new user, PID, network, IPC, UTS and
+cgroup namespaces, an empty environment but for what is passed, a read-only /usr and Python,
+the working folder writable at /agent, a private /tmp, nothing else of the host (no data
+folders, no home, no archive directory, no reference answers), and the seccomp program of the
+harness sandbox (no sockets at all) unless an endpoint is configured. With endpoint=(host,
+port) the agent gets exactly one way out: 127.0.0.1:<port> inside the jail is relayed, through
+a Unix socket in a folder only the jail sees, to that host and port; the agent's network
+namespace has no other interface (ENDPOINT_ENVIRONMENT names the variable that tells it the
+address).
+
+Limits: wall_clock_seconds (the whole process group is killed when it passes), output kept
+to max_output_bytes, files it may write to file_size_bytes each (RLIMIT_FSIZE, set by util-linux prlimit when
+it is installed), and
+max_cost_usd: passed to the command and checked against the cost the agent reports (the last
+JSON object on its stdout with "total_cost_usd" or "cost_usd"); a session over it is refused.
+The harness is read back without following links and only when it is a regular file below
+max_source_bytes. Whatever happens — a crash, a timeout, a missing harness, an unchanged one —
+the session is recorded (command, exit status, time, output, cost, the files it changed) as
+the proposal's raw_output and under archive_dir/agent_sessions/iteration_NNN/cli_session_KK.json,
+and a proposal comes back (with error set when nothing can be evaluated), so the search goes on.
+"""
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from whale_jax.harness import confinement as confinement_lib
+from whale_jax.search import archive as archive_lib
+from whale_jax.search import archive_view
+from whale_jax.search import proposal as proposal_lib
+from whale_jax.search import steering
+
+AGENT_DIR = "/agent"
+RELAY_DIR = "/relay"
+ENDPOINT_ENVIRONMENT = "WHALE_AGENT_ENDPOINT"
+SESSION_FORMAT = "whale_jax.cli_agent_session/1"
+PROMPT = ("Read INSTRUCTIONS.md and the archive in archive/. Improve harness.py in place and "
+          "write your one-sentence hypothesis to HYPOTHESIS.txt.")
+KILL_GRACE_SECONDS = 5.0
+_RELAY_SCRIPT = """\
+import os, socket, sys, threading
+port, path = int(sys.argv[1]), sys.argv[2]
+def pump(a, b):
+  try:
+    while True:
+      data = a.recv(65536)
+      if not data:
+        break
+      b.sendall(data)
+  except OSError:
+    pass
+  finally:
+    for s in (a, b):
+      try:
+        s.shutdown(socket.SHUT_RDWR)
+      except OSError:
+        pass
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", port))
+server.listen(16)
+print("ready", flush=True)
+while True:
+  client, _ = server.accept()
+  upstream = socket.socket(socket.AF_UNIX)
+  upstream.connect(path)
+  for a, b in ((client, upstream), (upstream, client)):
+    threading.Thread(target=pump, args=(a, b), daemon=True).start()
+"""
+
+
+class CommandResult:
+  """What a confined command did: returncode (None when killed), timed_out, wall_seconds,
+  stdout, stderr (bytes, at most max_output_bytes each, the tail kept)."""
+
+  def __init__(self, returncode, timed_out, wall_seconds, stdout, stderr):
+    self.returncode, self.timed_out, self.wall_seconds = returncode, timed_out, wall_seconds
+    self.stdout, self.stderr = stdout, stderr
+
+
+def _tail(path, max_bytes):
+  with open(path, "rb") as file:
+    file.seek(0, os.SEEK_END)
+    size = file.tell()
+    file.seek(max(0, size - max_bytes))
+    return file.read()
+
+
+def _lib_binds():
+  args = []
+  for name in ("lib", "lib64", "lib32", "libx32", "bin", "sbin"):
+    path = "/" + name
+    if os.path.islink(path):
+      args += ["--symlink", os.readlink(path), path]
+    elif os.path.isdir(path):
+      args += ["--ro-bind", path, path]
+  if os.path.exists("/etc/ld.so.cache"):
+    args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+  return args
+
+
+class _Relay:
+  """Host side of the endpoint relay: a Unix socket whose connections go to (host, port)."""
+
+  def __init__(self, directory, endpoint):
+    self.path = os.path.join(directory, "endpoint.sock")
+    self.endpoint, self.connections = endpoint, 0
+    self.server = socket.socket(socket.AF_UNIX)
+    self.server.bind(self.path)
+    self.server.listen(16)
+    self.closed = False
+    self.thread = threading.Thread(target=self._serve, daemon=True)
+    self.thread.start()
+
+  def _serve(self):
+    while not self.closed:
+      try:
+        client, _ = self.server.accept()
+      except OSError:
+        return
+      self.connections += 1
+      try:
+        upstream = socket.create_connection(self.endpoint, timeout=30)
+        upstream.settimeout(None)
+      except OSError:
+        client.close()
+        continue
+      for a, b in ((client, upstream), (upstream, client)):
+        threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+  @staticmethod
+  def _pump(a, b):
+    try:
+      while True:
+        data = a.recv(65536)
+        if not data:
+          break
+        b.sendall(data)
+    except OSError:
+      pass
+    finally:
+      for s in (a, b):
+        try:
+          s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+          pass
+
+  def close(self):
+    self.closed = True
+    self.server.close()
+
+
+class BwrapRunner:
+  """Runs a command in bubblewrap namespaces (see the module docstring).
+
+  Args:
+    read_only_paths: host paths the command needs (its program, its libraries), mounted
+      read-only at the same place.
+    pass_environment: names of host environment variables passed in (e.g. an API key).
+    environment: extra variables, name -> value.
+    endpoint: (host, port) the agent may reach as 127.0.0.1:<port> inside, or None for no
+      network at all.
+    file_size_bytes: largest file the command may write.
+    max_output_bytes: stdout and stderr kept (the tail).
+    bwrap: the bwrap program.
+  """
+
+  def __init__(self, read_only_paths=(), pass_environment=(), environment=None, endpoint=None,
+               file_size_bytes=64 << 20, max_output_bytes=1 << 20, bwrap=None):
+    confinement_lib.confinement_for(allow_weak_sandbox=False)  # SandboxUnavailable: says what
+    self.bwrap = bwrap or shutil.which("bwrap")
+    self.read_only_paths = [os.path.abspath(p) for p in read_only_paths]
+    missing = [p for p in self.read_only_paths if not os.path.exists(p)]
+    if missing:
+      raise ValueError(f"BwrapRunner(read_only_paths=...) names paths that do not exist: "
+                       f"{missing}; give the agent program's real locations.")
+    self.environment = {name: os.environ[name] for name in pass_environment
+                        if name in os.environ}
+    self.environment.update(environment or {})
+    if endpoint is not None and not (isinstance(endpoint, (tuple, list)) and len(endpoint) == 2
+                                     and isinstance(endpoint[1], int)):
+      raise ValueError(f"BwrapRunner(endpoint={endpoint!r}) must be (host, port) or None.")
+    self.endpoint = tuple(endpoint) if endpoint else None
+    self.file_size_bytes, self.max_output_bytes = file_size_bytes, max_output_bytes
+
+  def describe(self):
+    return {"kind": "bwrap", "read_only_paths": self.read_only_paths,
+            "environment": sorted(self.environment), "endpoint": self.endpoint,
+            "file_size_bytes": self.file_size_bytes}
+
+  def _argv(self, argv, workdir, relay_dir, seccomp_fd):
+    args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--uid",
+            str(confinement_lib.SANDBOX_UID), "--gid", str(confinement_lib.SANDBOX_UID),
+            "--die-with-parent", "--new-session", "--clearenv", "--ro-bind", "/usr", "/usr"]
+    args += _lib_binds()
+    python = os.path.realpath(sys.base_prefix)
+    if python != "/usr" and not python.startswith("/usr/"):
+      args += ["--ro-bind", python, python]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in self.read_only_paths:
+      args += ["--ro-bind", path, path]
+    args += ["--bind", workdir, AGENT_DIR,
+             "--chdir", AGENT_DIR, "--setenv", "HOME", AGENT_DIR, "--setenv", "PATH",
+             "/usr/local/bin:/usr/bin:/bin", "--setenv", "TMPDIR", "/tmp"]
+    for name, value in sorted(self.environment.items()):
+      args += ["--setenv", name, value]
+    if relay_dir is not None:
+      args += ["--ro-bind", relay_dir, RELAY_DIR, "--setenv", ENDPOINT_ENVIRONMENT,
+               f"http://127.0.0.1:{self.endpoint[1]}"]
+      python_in = os.path.realpath(sys.executable)
+      inner = (f"{shlex.quote(python_in)} -S -c {shlex.quote(_RELAY_SCRIPT)} "
+               f"{self.endpoint[1]} {RELAY_DIR}/endpoint.sock > /tmp/.relay 2>&1 & "
+               "for i in $(seq 100); do grep -q ready /tmp/.relay 2>/dev/null && break; "
+               "sleep 0.05; done; exec \"$@\"")
+      argv = ["/bin/sh", "-c", inner, "agent"] + list(argv)
+    if seccomp_fd is not None:
+      args += ["--seccomp", str(seccomp_fd)]
+    return args + ["--remount-ro", "/", "--"] + list(argv)
+
+  def run(self, argv, workdir, timeout_seconds):
+    """Runs argv confined with workdir at /agent; returns a CommandResult."""
+    scratch = tempfile.mkdtemp(prefix="whale_agent_io_")
+    relay = None
+    read_fd = write_fd = None
+    try:
+      relay_dir = None
+      if self.endpoint is not None:
+        relay_dir = os.path.join(scratch, "relay")
+        os.mkdir(relay_dir)
+        relay = _Relay(relay_dir, self.endpoint)
+      else:
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, confinement_lib.base_program())
+        os.close(write_fd)
+        write_fd = None
+      command = self._argv(argv, os.path.abspath(workdir), relay_dir, read_fd)
+      out_path, err_path = os.path.join(scratch, "stdout"), os.path.join(scratch, "stderr")
+      prlimit = shutil.which("prlimit")
+      if prlimit:   # util-linux; a preexec_fn would run Python in the forked child
+        command = [prlimit, f"--fsize={self.file_size_bytes}", "--"] + command
+      started = time.monotonic()
+      with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                   env={"PATH": "/usr/bin:/bin"}, start_new_session=True,
+                                   pass_fds=() if read_fd is None else (read_fd,))
+        timed_out = False
+        try:
+          process.wait(timeout_seconds)
+        except subprocess.TimeoutExpired:
+          timed_out = True
+          _kill_group(process)
+          process.wait(KILL_GRACE_SECONDS)
+      wall_seconds = time.monotonic() - started
+      return CommandResult(None if timed_out else process.returncode, timed_out, wall_seconds,
+                           _tail(out_path, self.max_output_bytes),
+                           _tail(err_path, self.max_output_bytes))
+    finally:
+      if relay is not None:
+        relay.close()
+      for fd in (read_fd, write_fd):
+        if fd is not None:
+          os.close(fd)
+      shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _kill_group(process):
+  try:
+    os.killpg(process.pid, signal.SIGKILL)
+  except ProcessLookupError:
+    pass
+
+
+def read_regular_file(path, max_bytes):
+  """(text, "") of a regular file, not following a link at its last component, or
+  (None, why not)."""
+  try:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+  except FileNotFoundError:
+    return None, f"{os.path.basename(path)} does not exist"
+  except OSError as error:
+    return None, f"{os.path.basename(path)} cannot be opened ({error.strerror}; a link?)"
+  try:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+      return None, f"{os.path.basename(path)} is not a regular file"
+    if info.st_size > max_bytes:
+      return None, f"{os.path.basename(path)} has {info.st_size} bytes, over {max_bytes}"
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+      chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace"), ""
+  finally:
+    os.close(fd)
+
+
+def reported_cost(stdout):
+  """The cost the agent reports: "total_cost_usd" or "cost_usd" of the last JSON object on a
+  line of its stdout, or None."""
+  for line in reversed(stdout.decode("utf-8", errors="replace").splitlines()):
+    line = line.strip()
+    if not line.startswith("{"):
+      continue
+    try:
+      data = json.loads(line)
+    except ValueError:
+      continue
+    for key in ("total_cost_usd", "cost_usd"):
+      if isinstance(data.get(key), (int, float)):
+        return float(data[key])
+  return None
+
+
+def _changed_files(workdir, before):
+  changed = []
+  for root, directories, files in os.walk(workdir):
+    directories[:] = [d for d in directories if not os.path.islink(os.path.join(root, d))]
+    for name in files:
+      path = os.path.join(root, name)
+      relative = os.path.relpath(path, workdir)
+      try:
+        info = os.lstat(path)
+      except OSError:
+        continue
+      if before.get(relative) != (info.st_size, info.st_mtime_ns):
+        changed.append(relative)
+  return sorted(changed)
+
+
+def _snapshot(workdir):
+  result = {}
+  for root, _, files in os.walk(workdir):
+    for name in files:
+      path = os.path.join(root, name)
+      info = os.lstat(path)
+      result[os.path.relpath(path, workdir)] = (info.st_size, info.st_mtime_ns)
+  return result
+
+
+class CliAgentProposer:
+  """Proposals from a confined CLI coding agent (see the module docstring).
+
+  Args:
+    command: a list of strings, or a str split as a shell would (placeholders {prompt},
+      {workdir}, {instructions}, {max_cost_usd}, {wall_clock_seconds}).
+    archive_dir, domain, instances: the search's archive directory, tasks.Domain and search
+      split.
+    runner: runs the command confined (default BwrapRunner()); any object with
+      run(argv, workdir, timeout_seconds) -> CommandResult.
+    wall_clock_seconds: the longest a session may take (then it is killed).
+    max_cost_usd: the most a session may cost by the agent's own report (None: no limit).
+    search_answers, withheld: what of the search split's references the view shows; strings
+      never to show (see whale_jax.search.archive_view).
+    instructions: steering.Instructions (default: the domain's file).
+    name: recorded as each proposal's proposer.
+    max_source_bytes: largest harness.py read back.
+    work_root: where the working folders are made (default: the system's temporary folder;
+      never inside the archive).
+  """
+
+  def __init__(self, command, archive_dir, domain, instances, runner=None,
+               wall_clock_seconds=1800.0, max_cost_usd=None, search_answers="none",
+               withheld=(), instructions=None, name="cli_agent", max_source_bytes=200_000,
+               work_root=None):
+    self.command = shlex.split(command) if isinstance(command, str) else list(command)
+    if not self.command or not all(isinstance(part, str) for part in self.command):
+      raise ValueError(f"command={command!r} must be a non-empty list of strings (or a str).")
+    if not wall_clock_seconds > 0:
+      raise ValueError(f"wall_clock_seconds={wall_clock_seconds!r} must be > 0.")
+    self.archive_dir, self.domain = os.fspath(archive_dir), domain
+    self.instances = list(instances)
+    self.runner = runner if runner is not None else BwrapRunner()
+    self.wall_clock_seconds, self.max_cost_usd = float(wall_clock_seconds), max_cost_usd
+    self.search_answers = archive_view.check_search_answers(search_answers)
+    self.withheld = frozenset(withheld)
+    self.instructions = instructions or steering.load_instructions(domain.name)
+    self.name, self.max_source_bytes, self.work_root = name, max_source_bytes, work_root
+    self.sessions = []
+
+  @property
+  def instruction_version(self):
+    return self.instructions.version
+
+  @property
+  def instruction_hash(self):
+    return self.instructions.hash
+
+  def config(self):
+    describe = getattr(self.runner, "describe", None)
+    return {"proposer": self.name, "kind": "cli_agent", "command": self.command,
+            "wall_clock_seconds": self.wall_clock_seconds, "max_cost_usd": self.max_cost_usd,
+            "search_answers": self.search_answers, "instructions": self.instructions.to_json(),
+            "runner": describe() if describe else type(self.runner).__name__}
+
+  def propose(self, context, n):
+    return [self._session(context, index) for index in range(n)]
+
+  def _instructions_text(self, context):
+    return (f"{self.instructions.text.rstrip()}\n\n## This session\n"
+            f"You are a coding agent working in {AGENT_DIR}. The archive is in archive/ "
+            f"(start with archive/README.md). The current harness is {context.incumbent_id}; "
+            "its copy is harness.py here: edit harness.py in place (it must stay a whole "
+            f"program of at most {context.max_lines} lines importing only: "
+            f"{', '.join(context.allowed_imports)}), and write your one-sentence hypothesis "
+            "to HYPOTHESIS.txt. You have no network and no way to run episodes; reason from "
+            f"the traces. You have {self.wall_clock_seconds:g} seconds.\n\n"
+            f"## Task\n{self.domain.description.strip()}\n")
+
+  def _argv(self, context):
+    values = {"prompt": PROMPT, "workdir": AGENT_DIR,
+              "instructions": f"{AGENT_DIR}/INSTRUCTIONS.md",
+              "max_cost_usd": "" if self.max_cost_usd is None else f"{self.max_cost_usd:g}",
+              "wall_clock_seconds": f"{self.wall_clock_seconds:g}"}
+    return [part.format(**values) for part in self.command]
+
+  def _session(self, context, index):
+    archive = archive_lib.Archive(self.archive_dir)
+    view = archive_view.build_view(
+        archive, self.domain.name, self.domain.description, self.instances,
+        incumbent_id=context.incumbent_id, search_answers=self.search_answers,
+        withheld=self.withheld)
+    parent = tempfile.mkdtemp(prefix="whale_cli_agent_", dir=self.work_root)
+    workdir = os.path.join(parent, "agent")
+    os.mkdir(workdir)
+    record = {"format": SESSION_FORMAT, "proposer": self.name, "iteration": context.iteration,
+              "index": index, "incumbent_id": context.incumbent_id,
+              "instructions": self.instructions.to_json(), "command": self._argv(context),
+              "search_answers": self.search_answers}
+    error = ""
+    try:
+      view.write_to(os.path.join(workdir, "archive"))
+      with open(os.path.join(workdir, "INSTRUCTIONS.md"), "w", encoding="utf-8") as file:
+        file.write(view.scrub(self._instructions_text(context)))
+      with open(os.path.join(workdir, "harness.py"), "w", encoding="utf-8") as file:
+        file.write(context.incumbent.source)
+      with open(os.path.join(workdir, "HYPOTHESIS.txt"), "w", encoding="utf-8") as file:
+        file.write("")
+      before = _snapshot(workdir)
+      result = self.runner.run(record["command"], workdir, self.wall_clock_seconds)
+      cost = reported_cost(result.stdout)
+      record.update(returncode=result.returncode, timed_out=result.timed_out,
+                    wall_seconds=round(result.wall_seconds, 3), cost_usd=cost,
+                    stdout=view.scrub(result.stdout.decode("utf-8", errors="replace")),
+                    stderr=view.scrub(result.stderr.decode("utf-8", errors="replace")),
+                    changed_files=_changed_files(workdir, before))
+      source, why = read_regular_file(os.path.join(workdir, "harness.py"),
+                                      self.max_source_bytes)
+      hypothesis, _ = read_regular_file(os.path.join(workdir, "HYPOTHESIS.txt"), 4000)
+      hypothesis = " ".join((hypothesis or "").split())[:proposal_lib.MAX_HYPOTHESIS_CHARS]
+      if result.timed_out:
+        error = (f"The CLI agent ran past wall_clock_seconds={self.wall_clock_seconds:g} and "
+                 "was killed.")
+      elif self.max_cost_usd is not None and cost is not None and cost > self.max_cost_usd:
+        error = (f"The CLI agent reported a cost of {cost:g} USD, over max_cost_usd="
+                 f"{self.max_cost_usd:g}.")
+      elif source is None:
+        error = f"The CLI agent left no harness to read back: {why}."
+      elif result.returncode != 0:
+        error = f"The CLI agent exited with status {result.returncode}."
+    except OSError as raised:
+      error, source, hypothesis = f"The CLI agent session failed: {raised}", None, ""
+    finally:
+      shutil.rmtree(parent, ignore_errors=True)
+    record.update(error=error, hypothesis=hypothesis)
+    self.sessions.append(record)
+    raw = json.dumps(record, indent=1, sort_keys=True)
+    archive_lib.write_text_atomically(os.path.join(
+        self.archive_dir, "agent_sessions", f"iteration_{context.iteration:03d}",
+        f"cli_session_{index:02d}.json"), raw + "\n")
+    if error:
+      return proposal_lib.Proposal(kind="program", text="", raw_output=raw, proposer=self.name,
+                                   mechanism="cli_agent", error=error)
+    return proposal_lib.Proposal(kind="program", text=view.scrub(source), hypothesis=hypothesis,
+                                 raw_output=raw, proposer=self.name, mechanism="cli_agent")
