@@ -71,3 +71,14 @@ def test_tool_formats_output_for_the_model():
   python = python_interpreter.python_tool(timeout_seconds=5.0)
   assert python("print('hi')") == "hi\n"
   assert python("pass") == "(no output; status ok)"
+
+
+def test_site_packages_are_mounted_read_only_when_asked(tmp_path):
+  code = ("import numpy, os\nprint(int(numpy.arange(4).sum()))\n"
+          "try:\n  open(os.path.join(os.path.dirname(numpy.__file__), 'owned'), 'w')\n"
+          "except OSError as error:\n  print(type(error).__name__)\n")
+  result = python_interpreter.run_python(code, use_site_packages=True,
+                                         allowed_imports=("numpy", "os"), timeout_seconds=30)
+  assert result["stdout"].splitlines()[0] == "6", result
+  import numpy  # pylint: disable=import-outside-toplevel
+  assert not os.path.exists(os.path.join(os.path.dirname(numpy.__file__), "owned"))
