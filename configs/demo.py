@@ -46,7 +46,7 @@ def get_config(arg: str = ""):
                          budget_rollouts=BUDGET_ROLLOUTS)
   config.vace = dict(num_cycles=4, block_steps=4, budget_rollouts=BUDGET_ROLLOUTS)
   config.search = dict(proposer="edit_library", seed=0)
-  config.runtime = dict(num_workers=16, timeout_seconds=60.0)
+  config.runtime = dict(num_workers=16, timeout_seconds=60.0, allow_weak_sandbox=False)
   config.mesh = dict(data=1, num_devices=1)
   args = presets.parse_args(arg, ("in_process", "openai", "smoke"), "configs/demo.py")
   if "in_process" in args:
