@@ -24,6 +24,11 @@ proposed. Catalogue per domain family:
                                moves), format_retry_budget, illegal_move_retry_budget,
                                format_reminder
   reasoning_gym                format_reminder, think_then_answer, voting
+  docqa                        turn_budget, calls_per_turn, result_length, format_reminder
+                               (system prompt), user_prompt (lookup advice),
+                               verify_then_retry (ask again when no <FINAL_ANSWER> was given)
+  toolflow                     turn_budget, calls_per_turn, result_length, format_reminder
+                               (system prompt: exact ids, near-duplicates, newest policy)
 
 Choosing n of them: options whose result is already in the archive (context.known_hashes) are
 dropped; in prompt-only mode only prompt-string edits are kept. Mechanisms the last
@@ -44,20 +49,21 @@ from whale_jax.search import prompt_only
 from whale_jax.search import proposal as proposal_lib
 
 PROPOSER_NAME = "edit_library"
-FAMILIES = ("qa", "math", "chess", "reasoning_gym")
+FAMILIES = ("qa", "math", "chess", "reasoning_gym", "docqa", "toolflow")
 LINE_WIDTH = 96
 
 
 def domain_family(domain_name):
-  """The catalogue a domain uses: "qa", "math", "chess" or "reasoning_gym"."""
+  """The catalogue a domain uses: one of FAMILIES."""
   if domain_name in ("searchqa", "synthetic_qa"):
     return "qa"
-  if domain_name in ("math", "chess"):
+  if domain_name in ("math", "chess", "docqa", "toolflow"):
     return domain_name
   if domain_name.startswith("reasoning_gym"):
     return "reasoning_gym"
   raise ValueError(f"The edit library has no catalogue for domain {domain_name!r}; it knows "
-                   "searchqa, synthetic_qa, math, chess and reasoning_gym:<dataset>. Use a "
+                   "searchqa, synthetic_qa, math, chess, docqa, toolflow and reasoning_gym:<dataset>. "
+                   "Use a "
                    "model proposer for other domains.")
 
 
@@ -406,6 +412,18 @@ _MATH_NUDGES = (
 _CHESS_REMINDERS = (
     "Copy your move exactly from the legal moves list, in UCI notation.",
     "Look for checks, captures and threats first; a puzzle's first move is usually forcing.")
+_DOCQA_REMINDERS = (
+    "Copy figures exactly as the table prints them and put only the value, with the unit or % "
+    "the question asks for, inside <FINAL_ANSWER>...</FINAL_ANSWER>.",
+    "Open the page or table a search hit names before answering; do not answer from the "
+    "search snippet alone.")
+_DOCQA_USER_REMINDERS = (
+    "Search for the table first, open it, and compute with python when figures must be "
+    "combined.",)
+_TOOLFLOW_REMINDERS = (
+    "Before changing a record, look it up and use its exact id; several records may have "
+    "nearly the same name.",
+    "Read the policy messages in the inbox first and follow the newest one.")
 _REASONING_GYM_TEMPLATES = (
     "{question}\n\nThink it through step by step inside <think>...</think>, then write only "
     "the final answer after </think>.",)
@@ -468,6 +486,46 @@ CATALOGUE = {
         ("format_reminder", _append_to_prompt(
             "SYSTEM_PROMPT", _CHESS_REMINDERS,
             "Many failures are unreadable or illegal moves.")),
+    ),
+    "docqa": (
+        ("turn_budget", _integer_edit(
+            "With MAX_TURNS={old} the model runs out of turns before it has searched, opened "
+            "the table and answered; {new} turns give it {direction} rounds of lookups.",
+            "MAX_TURNS", (2, 4, 6, 12), limit=16)),
+        ("calls_per_turn", _integer_edit(
+            "Only MAX_CALLS_PER_TURN={old} tool calls of a reply run; {new} lets {direction} "
+            "lookups of one reply through.", "MAX_CALLS_PER_TURN", (1, 2, 8), limit=16)),
+        ("result_length", _integer_edit(
+            "Tool results cut to MAX_RESULT_CHARS={old} characters may lose the table rows "
+            "that hold the figure or bury it in text; {new} characters show {direction} of "
+            "each result.", "MAX_RESULT_CHARS", (150, 600, 3000, 12000))),
+        ("format_reminder", _append_to_prompt(
+            "SYSTEM_PROMPT", _DOCQA_REMINDERS,
+            "Answers are scored against the reference figure, and replies without a "
+            "<FINAL_ANSWER> tag score 0.")),
+        ("user_prompt", _append_to_prompt(
+            "USER_PROMPT_TEMPLATE", _DOCQA_USER_REMINDERS,
+            "The model often answers from a search snippet without opening the table.")),
+        ("verify_then_retry", _verify_then_retry(
+            "<FINAL_ANSWER>", "Give your final answer now, only inside "
+            "<FINAL_ANSWER>...</FINAL_ANSWER>.")),
+    ),
+    "toolflow": (
+        ("turn_budget", _integer_edit(
+            "With MAX_TURNS={old} the workflow stops before every step is done; {new} turns "
+            "give the model {direction} rounds of tool calls.", "MAX_TURNS",
+            (2, 8, 16, 32), limit=48)),
+        ("calls_per_turn", _integer_edit(
+            "Only MAX_CALLS_PER_TURN={old} tool calls of a reply run; {new} lets {direction} "
+            "of a reply's calls through.", "MAX_CALLS_PER_TURN", (1, 4, 16), limit=32)),
+        ("result_length", _integer_edit(
+            "App answers cut to MAX_RESULT_CHARS={old} characters may lose the record or "
+            "policy the next step needs; {new} characters show {direction} of each answer.",
+            "MAX_RESULT_CHARS", (150, 600, 2000, 8000))),
+        ("format_reminder", _append_to_prompt(
+            "SYSTEM_PROMPT", _TOOLFLOW_REMINDERS,
+            "Many lost assertions come from acting on a near-duplicate record or a stale "
+            "policy.")),
     ),
     "reasoning_gym": (
         ("format_reminder", _append_to_prompt(
