@@ -12,7 +12,7 @@ import pytest
 from configs import harness_learning as harness_learning_configs
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import harness_learning
-from whale_jax.algorithms import harness_revision
+from whale_jax.algorithms import samples as samples_lib
 from whale_jax.algorithms import options
 from whale_jax.harness import runtime as runtime_lib
 from whale_jax.harness import static_checks
@@ -21,6 +21,7 @@ from whale_jax.search import archive as archive_lib
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.search import reward as reward_lib
+from whale_jax.search import revision as revision_lib
 from whale_jax.tasks import domain as domain_lib
 from whale_jax.tokenization import load_tokenizer
 
@@ -102,7 +103,7 @@ def _context(tmp_path, kind="patch", evaluate=None, name="revision"):
   domain = _domain()
   evaluate = evaluate or FakeEvaluate()
   scoring = domain.splits()["harness"]
-  context, archive, report = harness_revision.revision_context(
+  context, archive, report = revision_lib.revision_context(
       str(tmp_path / name), domain, SEED_HARNESS, scoring, evaluate, seed=0, iteration=2,
       budget_tokens=4000, kind=kind)
   return domain, scoring, evaluate, context, archive, report
@@ -190,7 +191,7 @@ def test_patch_replies_are_judged_and_rewarded_per_executability_case(tmp_path):
       "fails the static checks": (True, True, 0.0, 0.0, 0.15),
       "a whole program": (False, False, 0.0, 0.0, 0.0),
   }
-  revisions, rollouts = harness_revision.judge_replies(
+  revisions, rollouts = revision_lib.judge_replies(
       list(replies.values()), "patch", SEED_HARNESS, domain, scoring, evaluate, 0, archive)
   for name, revision in zip(replies, revisions):
     actual = (revision.parsed, revision.applied, revision.completed_fraction, revision.score)
@@ -218,7 +219,7 @@ def test_program_replies_get_the_flat_bonus_only_when_executable(tmp_path):
       "syntax error": (_program_reply("def run(task, llm, tools):\n  return (\n"), 0.0),
       "blocks instead": (_patch_reply('PROMPT = "BETTER {question}"'), 0.0),
   }
-  revisions, _ = harness_revision.judge_replies(
+  revisions, _ = revision_lib.judge_replies(
       [reply for reply, _ in replies.values()], "program", SEED_HARNESS, domain, scoring,
       evaluate, 0, archive)
   for (name, (_, expected)), revision in zip(replies.items(), revisions):
@@ -243,10 +244,10 @@ def test_context_holds_the_execution_report_and_asks_for_the_format(tmp_path):
 
 def test_reused_report_costs_no_rollouts(tmp_path):
   domain, scoring, evaluate, _, archive, report = _context(tmp_path)
-  again = harness_revision.archived_evaluation(archive.directory, "c0000")
+  again = revision_lib.archived_evaluation(archive.directory, "c0000")
   assert again.scores == report.scores and again.task_ids == report.task_ids
   before = evaluate.episodes
-  _, _, reused = harness_revision.revision_context(
+  _, _, reused = revision_lib.revision_context(
       str(tmp_path / "next"), domain, SEED_HARNESS, scoring, evaluate, 0, 3, 4000,
       report=again)
   assert reused.rollouts == 0 and evaluate.episodes == before
@@ -277,7 +278,7 @@ def test_demonstrations_are_only_teacher_proposals_that_raised_the_score(tmp_pat
                                 "HYPOTHESIS: x\n" + _block('PROMPT = "?"', 'PROMPT = "!"'),
                                 raises_too, "no idea"]),
   ]
-  rows, revisions, rollouts = harness_revision.teacher_demonstrations(
+  rows, revisions, rollouts = revision_lib.teacher_demonstrations(
       context, teachers, 4, "patch", domain, scoring, evaluate, 0, baseline, archive)
   assert [row["reply"] for row in rows] == [raises, raises_too.split("</think>\n")[1]]
   assert [row["proposer"] for row in rows] == ["library", "model"]
@@ -291,7 +292,7 @@ def test_demonstrations_are_only_teacher_proposals_that_raised_the_score(tmp_pat
 def test_program_mode_demonstrations_are_whole_programs(tmp_path):
   domain, scoring, evaluate, context, archive, report = _context(tmp_path, kind="program")
   teacher = ScriptedTeacher("library", [_patch_reply('PROMPT = "BETTER Answer: {question}"')])
-  rows, _, _ = harness_revision.teacher_demonstrations(
+  rows, _, _ = revision_lib.teacher_demonstrations(
       context, [teacher], 1, "program", domain, scoring, evaluate, 0, report.success_rate,
       archive)
   assert len(rows) == 1
@@ -303,7 +304,7 @@ def test_program_mode_demonstrations_are_whole_programs(tmp_path):
 def test_demonstration_sample_trains_on_the_reply_only():
   tokenizer = load_tokenizer("byte")
   messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "fix it"}]
-  sample = harness_revision.demonstration_sample(tokenizer, messages, "HYPOTHESIS: h\nX")
+  sample = samples_lib.demonstration_sample(tokenizer, messages, "HYPOTHESIS: h\nX")
   mask = sample.loss_mask.astype(bool)
   assert tokenizer.decode(sample.token_ids[mask].tolist()) == "HYPOTHESIS: h\nX<|im_end|>"
   assert sample.token_ids[~mask].tolist() == tokenizer.apply_chat_template(messages)
@@ -323,7 +324,7 @@ def test_grpo_samples_carry_group_relative_advantages_and_drop_flat_groups():
                   _completion([16])],
                  [_completion([20]), _completion([21]), _completion([22]), _completion([23])]]
   rewards = [[1.30, 0.05, 0.0, 0.15], [0.2, 0.2, 0.2, 0.2]]
-  samples, kept = harness_revision.grpo_samples(prompts, completions, rewards, "mean", True)
+  samples, kept = samples_lib.group_samples(prompts, completions, rewards, "mean", True)
   assert kept == 1 and len(samples) == 4
   # Group mean 0.375: advantages 0.925, -0.325, -0.375, -0.225.
   np.testing.assert_allclose([s.advantage for s in samples], [0.925, -0.325, -0.375, -0.225],
@@ -332,13 +333,13 @@ def test_grpo_samples_carry_group_relative_advantages_and_drop_flat_groups():
   assert first.token_ids.tolist() == [1, 2, 3, 10, 11]
   assert first.loss_mask.tolist() == [0, 0, 0, 1, 1]
   np.testing.assert_allclose(first.sampler_logprobs, [0, 0, 0, -0.5, -0.6], rtol=1e-6)
-  samples, kept = harness_revision.grpo_samples(prompts, completions, rewards, "mean", False)
+  samples, kept = samples_lib.group_samples(prompts, completions, rewards, "mean", False)
   assert kept == 2 and len(samples) == 8 and all(s.advantage == 0 for s in samples[4:])
 
 
 def test_grpo_samples_mean_std_advantages():
   completions = [[_completion([7]), _completion([8])]]
-  samples, _ = harness_revision.grpo_samples([[1]], completions, [[1.0, 0.0]], "mean_std")
+  samples, _ = samples_lib.group_samples([[1]], completions, [[1.0, 0.0]], "mean_std")
   # mean 0.5, sample standard deviation sqrt(0.5): advantages +-0.5 / 0.70711.
   np.testing.assert_allclose([s.advantage for s in samples], [0.707106, -0.707106], rtol=1e-5)
 
@@ -346,24 +347,24 @@ def test_grpo_samples_mean_std_advantages():
 # ---- selection rules -----------------------------------------------------------------------
 
 def _revision(score, ran=True, runnable=None):
-  return harness_revision.Revision(
+  return revision_lib.Revision(
       reply="", proposer="", parsed=ran, applied=ran, defines_run=ran, num_lines=5, ran=ran,
       completed_fraction=1.0 if ran else 0.0, score=score, reward=score,
       runnable=ran if runnable is None else runnable, source="x" if ran else None)
 
 
 def test_strict_rule_keeps_only_a_strict_improvement():
-  assert harness_revision.select("strict", [_revision(0.6)], 0.5).score == 0.6
-  assert harness_revision.select("strict", [_revision(0.5)], 0.5) is None
-  assert harness_revision.select("strict", [_revision(0.0, ran=False)], -1.0) is None
+  assert revision_lib.select("strict", [_revision(0.6)], 0.5).score == 0.6
+  assert revision_lib.select("strict", [_revision(0.5)], 0.5) is None
+  assert revision_lib.select("strict", [_revision(0.0, ran=False)], -1.0) is None
 
 
 def test_best_of_rule_keeps_the_best_runnable_even_when_worse():
   revisions = [_revision(0.9, runnable=False), _revision(0.2), _revision(0.3),
                _revision(0.3), _revision(0.0, ran=False)]
-  chosen = harness_revision.select("best_of", revisions, 0.8)
+  chosen = revision_lib.select("best_of", revisions, 0.8)
   assert chosen is revisions[2]
-  assert harness_revision.select("best_of", [_revision(0.0, ran=False)] * 8, 0.1) is None
+  assert revision_lib.select("best_of", [_revision(0.0, ran=False)] * 8, 0.1) is None
 
 
 # ---- configuration -------------------------------------------------------------------------
@@ -465,7 +466,7 @@ def _scripted_run(config, workdir, fail_on_judge_call=None, monkeypatch=None):
   import jax  # pylint: disable=g-import-not-at-top
   from whale_jax.train import checkpoint as checkpoint_lib  # pylint: disable=g-import-not-at-top
   captured = {}
-  original_judge, original_finish = harness_revision.judge_replies, harness_learning.finish
+  original_judge, original_finish = revision_lib.judge_replies, harness_learning.finish
   calls = [0]
 
   def judge(*args, **kwargs):
@@ -478,7 +479,7 @@ def _scripted_run(config, workdir, fail_on_judge_call=None, monkeypatch=None):
     captured["params"] = jax.device_get(proposer.policy.state["params"])
     return original_finish(run, hl_config, proposer)
 
-  monkeypatch.setattr(harness_revision, "judge_replies", judge)
+  monkeypatch.setattr(revision_lib, "judge_replies", judge)
   monkeypatch.setattr(harness_learning, "finish", finish)
   run = experiment.build_run(config, workdir, show_progress=False)
   run.runtime.close()
@@ -495,7 +496,7 @@ def _scripted_run(config, workdir, fail_on_judge_call=None, monkeypatch=None):
     run.runtime.close()
     run.policy.close()
     run.log.close()
-    monkeypatch.setattr(harness_revision, "judge_replies", original_judge)
+    monkeypatch.setattr(revision_lib, "judge_replies", original_judge)
     monkeypatch.setattr(harness_learning, "finish", original_finish)
   return summary, captured.get("params"), run.counts.to_json()
 

@@ -1,7 +1,6 @@
 """Algorithm pieces against hand-computed expectations: samples, seeds, data cursor, budgets."""
 import types
 
-import numpy as np
 import pytest
 
 from whale_jax.algorithms import experiment

@@ -14,7 +14,6 @@ import pytest
 
 from tests.algorithms import tiny
 from whale_jax.algorithms import experiment
-from whale_jax.train import checkpoint as checkpoint_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VOLATILE = ("seconds", "duration", "eval_seconds", "wall", "started")

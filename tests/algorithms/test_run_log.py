@@ -4,6 +4,7 @@ import json
 import pytest
 
 from whale_jax.algorithms import run_log
+from whale_jax.search import atomic_files
 
 
 def test_metrics_rows_and_tensorboard_events(tmp_path):
@@ -49,8 +50,8 @@ def test_plot_writes_a_png(tmp_path):
 
 def test_atomic_json_write_leaves_old_file_on_failure(tmp_path):
   path = tmp_path / "summary.json"
-  run_log.write_json_atomically(str(path), {"a": 1})
+  atomic_files.write_json(str(path), {"a": 1})
   with pytest.raises(TypeError):
-    run_log.write_json_atomically(str(path), {"a": object.__new__(type("X", (), {"__str__": None}))})
+    atomic_files.write_json(str(path), {"a": object.__new__(type("X", (), {"__str__": None}))})
   assert json.loads(path.read_text()) == {"a": 1}
   assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]

@@ -34,6 +34,7 @@ from whale_jax.algorithms import vace
 from whale_jax.algorithms import warm_start
 from whale_jax.algorithms import whale
 from whale_jax.parallel import distributed
+from whale_jax.search import atomic_files
 from whale_jax.train import checkpoint as checkpoint_lib
 
 RECIPES = options.RECIPES
@@ -113,10 +114,9 @@ def run(config, workdir, show_progress=True):
   curves = {method: summary["curve"] for method, summary in summaries.items()}
   if jax.process_index() == 0:
     run_log.plot_best_so_far(curves, os.path.join(workdir, "best_so_far.png"))
-    run_log.write_json_atomically(os.path.join(workdir, "summary.json"),
+    atomic_files.write_json(os.path.join(workdir, "summary.json"),
                                   {"methods": summaries, "table": table})
-    with open(os.path.join(workdir, "table.md"), "w") as f:
-      f.write(table + "\n")
+    atomic_files.write_text(os.path.join(workdir, "table.md"), table + "\n")
   print(table)
   return {"methods": summaries, "table": table}
 

@@ -7,7 +7,8 @@ run.runtime. The proposer is a second Policy named "proposer", built from
 config.harness_learning.proposer_model (the layout of config.model; empty: a copy of the
 solver's weights) with its own tokenizer (proposer_tokenizer; empty: the model directory's,
 or the solver's for a copy) and training options (proposer_training: PolicyConfig fields;
-empty: config.training). One revision step (context, judging, reward) is harness_revision.py.
+empty: config.training). One revision step (context, judging) is search/revision.py, its
+reward search/reward.py, the samples the proposer trains on algorithms/samples.py.
 
 Phases, in order (run.state["phase"]); "adapt_<stage>" follows each stage in adapt_stages:
   adapt_base      (optional) test-time adaptation with the untrained proposer.
@@ -20,7 +21,7 @@ Phases, in order (run.state["phase"]); "adapt_<stage>" follows each stage in ada
   sft             proposer.train(pairs, "rsft", sft_epochs): NLL on the reply tokens only.
   grpo            grpo_steps steps; each takes contexts_per_step contexts from the GRPO
                   domains, samples K = num_candidates replies per context (one request, one
-                  shared prefill), rewards each (harness_revision.reward), forms
+                  shared prefill), rewards each (search/reward.py), forms
                   group-relative advantages (run.loop.advantage_normalization; groups whose
                   advantages are all zero are dropped when run.loop.filter_zero_advantage)
                   and trains proposer.train(samples, "grpo") against the sampler's logprobs.
@@ -62,7 +63,7 @@ are seeded by (seed, phase, step, context)), so the replay makes the same choice
 Departures from the paper:
   - A run adapts on one held-out domain (run.domain); the paper averages 21 unseen Reasoning
     Gym categories (one run per category here).
-  - The proposer prompt is whale_jax's (harness_revision.INSTRUCTIONS and search/context.py's
+  - The proposer prompt is whale_jax's (search/revision.py's INSTRUCTIONS and search/context.py's
     rendering of the current code and its episodes); the paper's prompt and execution-report
     format are unknown.
   - The default teacher is the edit library; the paper's 432 demonstrations came from
@@ -89,14 +90,15 @@ import numpy as np
 import tqdm
 
 from whale_jax.algorithms import builders
-from whale_jax.algorithms import harness_revision
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
+from whale_jax.algorithms import samples as samples_lib
 from whale_jax.algorithms import rollouts as rollouts_lib
-from whale_jax.algorithms import run_log
 from whale_jax.harness import Harness
 from whale_jax.parallel import rules
+from whale_jax.search import atomic_files
+from whale_jax.search import revision as revision_lib
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.tokenization import load_tokenizer
@@ -219,7 +221,7 @@ def restore_proposer(run, proposer):
 def _submit(run, proposer, context, n, key):
   """(prompt ids, future of n Completions) sampled from the proposer for one context,
   seeded by (run seed, key)."""
-  prompt = harness_revision.prompt_ids(proposer.tokenizer, context.messages)
+  prompt = revision_lib.prompt_ids(proposer.tokenizer, context.messages)
   seed = rollouts_lib.episode_seed(run.loop.seed, ("proposer",) + tuple(key), "", 0)
   return prompt, proposer.policy.sampler.submit(prompt,
                                                 proposer.sampling.replace(n=n, seed=seed))
@@ -279,7 +281,7 @@ def _training_context(run, hl_config, proposer, domain, current, diagnostic, sco
                       directory, iteration, need_baseline):
   """(context, archive, baseline scoring mean or None, rollouts) of one training context."""
   evaluate = _evaluate(run, domain)
-  context, archive, report = harness_revision.revision_context(
+  context, archive, report = revision_lib.revision_context(
       directory, domain, current, diagnostic, evaluate, run.loop.seed, iteration,
       hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind, hl_config.rewards)
   rollouts, baseline = report.rollouts, None
@@ -315,7 +317,7 @@ def collect_demonstrations(run, hl_config, proposer, teachers, domains):
     context, archive, baseline, rollouts = _training_context(
         run, hl_config, proposer, domain, current, diagnostic, scoring,
         _directory(run, "demonstrations", f"context_{index:04d}"), index + 2, True)
-    new_rows, revisions, more = harness_revision.teacher_demonstrations(
+    new_rows, revisions, more = revision_lib.teacher_demonstrations(
         context, teachers, hl_config.teacher_candidates, hl_config.kind, domain, scoring,
         _evaluate(run, domain), run.loop.seed, baseline, archive, hl_config.rewards)
     run.counts.add("harness", rollouts + more)
@@ -326,7 +328,7 @@ def collect_demonstrations(run, hl_config, proposer, teachers, domains):
                 demonstrations=len(new_rows),
                 best_score=max((r.score for r in revisions), default=0.0))
   path = _directory(run, DEMONSTRATIONS_FILE)
-  run_log.write_text_atomically(path, "".join(json.dumps(row) + "\n" for row in rows))
+  atomic_files.write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
   _notes(run)["demonstrations"] = len(rows)
   return rows
 
@@ -341,7 +343,7 @@ def read_demonstrations(run):
 
 def sft(run, hl_config, proposer, rows):
   """SFT of the proposer on the demonstration pairs (loss on the reply tokens only)."""
-  samples = [harness_revision.demonstration_sample(proposer.tokenizer, row["messages"],
+  samples = [samples_lib.demonstration_sample(proposer.tokenizer, row["messages"],
                                                    row["reply"]) for row in rows]
   row_length = proposer.policy.config.row_length
   kept = [s for s in samples if len(s.token_ids) <= row_length]
@@ -384,7 +386,7 @@ def grpo_step(run, hl_config, proposer, domains, step):
   completions = [future.result() for _, future in requests]
   all_revisions = []
   for (context, archive, domain, scoring, baseline), group in zip(contexts, completions):
-    revisions, used = harness_revision.judge_replies(
+    revisions, used = revision_lib.judge_replies(
         [completion.text for completion in group], hl_config.kind, context.incumbent.source,
         domain, scoring, _evaluate(run, domain), run.loop.seed, archive, hl_config.rewards,
         [proposer.policy.weights_id] * len(group))
@@ -393,7 +395,7 @@ def grpo_step(run, hl_config, proposer, domains, step):
     _carry(hl_config, carried, domain, revisions, baseline)
   run.counts.add("harness", rollouts)
   rewards = [[revision.reward for revision in revisions] for revisions in all_revisions]
-  samples, kept_groups = harness_revision.grpo_samples(prompts, completions, rewards,
+  samples, kept_groups = samples_lib.group_samples(prompts, completions, rewards,
                                       run.loop.advantage_normalization,
                                       run.loop.filter_zero_advantage)
   row_length = proposer.policy.config.row_length
@@ -447,9 +449,9 @@ def adapt(run, hl_config, proposer, stage, rule):
     directory = _directory(run, f"adapt_{label}", f"round_{index:03d}")
     report = None
     if shared and state["report"] is not None:
-      report = harness_revision.archived_evaluation(
+      report = revision_lib.archived_evaluation(
           os.path.join(run.workdir, state["report"][0]), state["report"][1])
-    context, archive, report = harness_revision.revision_context(
+    context, archive, report = revision_lib.revision_context(
         directory, run.domain, state["current"], diagnostic, evaluate, seed, index + 2,
         hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind,
         hl_config.rewards, report=report)
@@ -465,12 +467,12 @@ def adapt(run, hl_config, proposer, stage, rule):
         state["current_score"] = baseline.success_rate
     prompt, future = _submit(run, proposer, context, num_candidates, ("adapt", label, index))
     completions = future.result()
-    revisions, used = harness_revision.judge_replies(
+    revisions, used = revision_lib.judge_replies(
         [c.text for c in completions], hl_config.kind, state["current"], run.domain, scoring,
         evaluate, seed, archive, hl_config.rewards,
         [proposer.policy.weights_id] * len(completions))
     run.counts.add("harness", rollouts + used)
-    chosen = harness_revision.select(rule, revisions, state["current_score"])
+    chosen = revision_lib.select(rule, revisions, state["current_score"])
     relative = os.path.relpath(directory, run.workdir)
     previous_score = state["current_score"]
     if chosen is not None:

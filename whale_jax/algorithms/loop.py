@@ -42,11 +42,11 @@ from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
+from whale_jax.search import atomic_files
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import meta_harness
 from whale_jax.search import validation_gate
 from whale_jax.train import checkpoint as checkpoint_lib
-from whale_jax.train import grpo as grpo_lib
 
 
 @dataclasses.dataclass
@@ -131,10 +131,7 @@ def _truncate_metrics(workdir, num_rows):
     return
   with open(path) as f:
     lines = [line for line in f if line.endswith("\n")][:num_rows]
-  temporary = path + ".tmp"
-  with open(temporary, "w") as f:
-    f.writelines(lines)
-  os.replace(temporary, path)
+  atomic_files.write_text(path, "".join(lines))
 
 
 # --- data --------------------------------------------------------------------------------
@@ -208,14 +205,12 @@ def rsft_step(run, harness):
 def grpo_step(run, harness):
   """One GRPO step; returns its metrics (and keeps the batch in run.state['last_batch'])."""
   batch = _collect_weight_batch(run, harness)
-  rewards = np.asarray(batch.scores, np.float32)  # [P, G]
-  advantages = np.asarray(grpo_lib.group_advantages(
-      rewards, normalization=run.loop.advantage_normalization))
-  trajectories, trajectory_advantages, kept_groups = [], [], 0
-  for group, group_advantages in zip(batch.trajectories, advantages):
-    if run.loop.filter_zero_advantage and np.all(group_advantages == 0):
+  advantages, kept = samples_lib.group_advantages(  # [P, G], [P]
+      batch.scores, run.loop.advantage_normalization, run.loop.filter_zero_advantage)
+  trajectories, trajectory_advantages = [], []
+  for group, group_advantages, keep in zip(batch.trajectories, advantages, kept):
+    if not keep:
       continue
-    kept_groups += 1
     for trajectory, advantage in zip(group, group_advantages):
       if trajectory.outcome != "infra_error":
         trajectories.append(trajectory)
@@ -225,7 +220,7 @@ def grpo_step(run, harness):
   history = run.policy.train(samples, "grpo") if samples else []
   run.last_batch = batch
   return _finish_weight_step(run, "grpo", batch, history, {
-      "kept_groups": kept_groups, "samples": len(samples), "dropped_samples": dropped})
+      "kept_groups": int(kept.sum()), "samples": len(samples), "dropped_samples": dropped})
 
 
 def weight_steps(run, harness, num_steps, step_fn=rsft_step, label="weight", stop=None):

@@ -13,41 +13,10 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
+
+from whale_jax.search import atomic_files
 
 PHASES = ("weight", "harness", "evaluation")
-
-
-def write_json_atomically(path, value):
-  """Writes JSON to path through a temporary file and a rename: never half-written."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-  try:
-    with os.fdopen(handle, "w") as f:
-      json.dump(value, f, indent=2, sort_keys=True, default=str)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(temporary, path)
-  except BaseException:
-    if os.path.exists(temporary):
-      os.remove(temporary)
-    raise
-
-
-def write_text_atomically(path, text):
-  """Writes text to path through a temporary file and a rename."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-  try:
-    with os.fdopen(handle, "w") as f:
-      f.write(text)
-    os.replace(temporary, path)
-  except BaseException:
-    if os.path.exists(temporary):
-      os.remove(temporary)
-    raise
 
 
 @dataclasses.dataclass
@@ -94,7 +63,7 @@ class RunLog:
 
   def write_config(self, config_json):
     if self.enabled:
-      write_json_atomically(os.path.join(self.workdir, "config.json"), config_json)
+      atomic_files.write_json(os.path.join(self.workdir, "config.json"), config_json)
 
   def log(self, phase, rollouts, **metrics):
     """One row: phase, total training rollouts so far, and scalar metrics."""
@@ -111,7 +80,7 @@ class RunLog:
 
   def write_summary(self, summary):
     if self.enabled:
-      write_json_atomically(os.path.join(self.workdir, "summary.json"), summary)
+      atomic_files.write_json(os.path.join(self.workdir, "summary.json"), summary)
 
   def close(self):
     if self._writer is not None:
@@ -159,10 +128,5 @@ def plot_best_so_far(curves, path, title="Best-so-far test accuracy"):
   axes.grid(alpha=0.3)
   axes.legend()
   figure.tight_layout()
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=directory)
-  os.close(handle)
-  figure.savefig(temporary)
+  atomic_files.write_with(path, figure.savefig, suffix=".png")
   pyplot.close(figure)
-  os.replace(temporary, path)

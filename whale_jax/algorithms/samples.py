@@ -1,14 +1,38 @@
-"""From recorded trajectories to training samples (train/packing.py's Sample).
+"""Training samples (train/packing.py's Sample): every way a recipe turns model output into data.
 
-Every model call of a trajectory becomes one sample per completion: the prompt ids exactly
-as the host sent them, then the completion ids exactly as the sampler returned them. The
-loss mask is 1 on the completion only, so prompt text, tool outputs and earlier turns
-(which reappear inside later prompts) are never trained on. Completions are never
-re-tokenized from text. A sample longer than max_length is dropped (and counted).
+  completion_sample(prompt_ids, completion_ids, logprobs, advantage)   the one constructor
+  from_trajectories(trajectories, advantages, max_length)   solver episodes (RSFT, GRPO)
+  group_samples(prompts, completions, rewards, ...)         proposer replies (Harness Learning
+                                                            GRPO), group-relative advantages
+  demonstration_sample(tokenizer, messages, reply)          a teacher reply (proposer SFT)
+
+A sample is a prompt followed by a completion, with the loss mask 1 on the completion only,
+so prompt text, tool outputs and earlier turns (which reappear inside later prompts) are never
+trained on. Sampled completions keep the sampler's token ids and logprobs exactly (never
+re-tokenized from text); a demonstration is tokenized from its text and ends with the
+tokenizer's end-of-turn token. Every model call of a trajectory becomes one sample per
+completion; a sample longer than max_length is dropped (and counted).
 """
 import numpy as np
 
+from whale_jax.search import revision
+from whale_jax.train import grpo as grpo_lib
 from whale_jax.train import packing
+
+END_OF_TURN = "<|im_end|>"
+
+
+def completion_sample(prompt_ids, completion_ids, logprobs=None, advantage=0.0):
+  """prompt + completion as one Sample: loss on the completion, the sampler's logprobs there
+  (zeros when logprobs is None: a demonstration)."""
+  token_ids = list(prompt_ids) + list(completion_ids)
+  loss_mask = np.zeros(len(token_ids), np.float32)
+  loss_mask[len(prompt_ids):] = 1.0
+  sampler_logprobs = np.zeros(len(token_ids), np.float32)
+  if logprobs is not None:
+    sampler_logprobs[len(prompt_ids):] = logprobs
+  return packing.Sample(np.asarray(token_ids, np.int32), loss_mask, sampler_logprobs,
+                        float(advantage))
 
 
 def from_trajectory(trajectory, advantage=0.0, max_length=None):
@@ -19,16 +43,11 @@ def from_trajectory(trajectory, advantage=0.0, max_length=None):
     for completion in call.completions:
       if not completion.token_ids or not prompt:
         continue
-      token_ids = prompt + list(completion.token_ids)
-      if max_length is not None and len(token_ids) > max_length:
+      if max_length is not None and len(prompt) + len(completion.token_ids) > max_length:
         dropped += 1
         continue
-      loss_mask = np.zeros(len(token_ids), np.float32)
-      loss_mask[len(prompt):] = 1.0
-      logprobs = np.zeros(len(token_ids), np.float32)
-      logprobs[len(prompt):] = completion.logprobs
-      samples.append(packing.Sample(np.asarray(token_ids, np.int32), loss_mask, logprobs,
-                                    float(advantage)))
+      samples.append(completion_sample(prompt, completion.token_ids, completion.logprobs,
+                                       advantage))
   return samples, dropped
 
 
@@ -41,3 +60,42 @@ def from_trajectories(trajectories, advantages=None, max_length=None):
     samples += new
     dropped += new_dropped
   return samples, dropped
+
+
+def group_advantages(rewards, normalization, filter_zero_advantage):
+  """([P, G] group-relative advantages, [P] bool: the group is kept) of [P, G] rewards; a
+  group whose advantages are all zero is dropped when filter_zero_advantage (DAPO)."""
+  advantages = np.asarray(grpo_lib.group_advantages(np.asarray(rewards, np.float32),
+                                                    normalization=normalization))
+  kept = ~np.all(advantages == 0, axis=1) if filter_zero_advantage else np.ones(
+      len(advantages), bool)
+  return advantages, kept
+
+
+def group_samples(prompts, completions, rewards, normalization="mean_std",
+                  filter_zero_advantage=True):
+  """GRPO samples of K sampled replies per prompt; returns (samples, number of groups kept).
+
+  Args:
+    prompts: [P] prompt ids, one per context.
+    completions: [P][K] Completions sampled for each prompt.
+    rewards: [P][K] their rewards.
+  """
+  advantages, kept = group_advantages(rewards, normalization, filter_zero_advantage)
+  samples = [completion_sample(prompt, completion.token_ids, completion.logprobs, advantage)
+             for prompt, group, group_advantages, keep in zip(prompts, completions, advantages,
+                                                              kept) if keep
+             for completion, advantage in zip(group, group_advantages)
+             if len(completion.token_ids)]
+  return samples, int(kept.sum())
+
+
+def end_of_turn_id(tokenizer):
+  found = tokenizer.token_to_id(END_OF_TURN)
+  return tokenizer.eos_id if found is None else found
+
+
+def demonstration_sample(tokenizer, messages, reply):
+  """(context prompt -> reply) as an SFT Sample: loss on the reply and its end-of-turn only."""
+  completion = list(tokenizer.encode(reply)) + [end_of_turn_id(tokenizer)]
+  return completion_sample(revision.prompt_ids(tokenizer, messages), completion)

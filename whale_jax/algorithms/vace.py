@@ -19,9 +19,9 @@ import json
 import os
 
 from whale_jax.algorithms import loop
-from whale_jax.algorithms import run_log
 from whale_jax.algorithms import whale
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.search import atomic_files
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import single_proposal
 
@@ -37,7 +37,7 @@ def _grpo_step_recording(run, harness):
   directory = _block_directory(run, run.state["cycle"])
   rows = [json.dumps({"score": score, "trajectory": trajectory.to_json()})
           for _, trajectory, score in run.last_batch.flat()]
-  run_log.write_text_atomically(
+  atomic_files.write_text(
       os.path.join(directory, f"step_{run.state['phase_steps']:04d}.jsonl"),
       "".join(row + "\n" for row in rows))
   return metrics

@@ -38,6 +38,7 @@ from whale_jax.models import ModelConfig
 from whale_jax.models import hf
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
+from whale_jax.search import atomic_files
 from whale_jax.sampling import SamplingParams
 from whale_jax.tasks import seed_harnesses
 from whale_jax.tasks import synthetic_qa
@@ -123,9 +124,9 @@ def teacher_samples(warm_config, tokenizer, path):
           sequences.append(tokens)
           masks.append(mask)
   offsets = np.cumsum([0] + [len(s) for s in sequences])
-  np.savez(path + ".tmp.npz", tokens=np.concatenate(sequences), offsets=offsets,
-           masks=np.concatenate(masks))
-  os.replace(path + ".tmp.npz", path)
+  atomic_files.write_with(path, lambda temporary: np.savez(
+      temporary, tokens=np.concatenate(sequences), offsets=offsets, masks=np.concatenate(masks)),
+                          suffix=".npz")
   return sequences, masks
 
 
@@ -205,6 +206,6 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
   for name in os.listdir(tokenizer_dir):
     shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(solver_dir, name))
   policy.close()
-  run_log.write_json_atomically(os.path.join(workdir, "summary.json"),
+  atomic_files.write_json(os.path.join(workdir, "summary.json"),
                                 {"steps": warm_config.steps, **result})
   return result

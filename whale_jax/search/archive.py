@@ -33,31 +33,15 @@ import shutil
 import tempfile
 
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.search import atomic_files
 
 STATUSES = ("evaluated", "rejected", "duplicate")
 SUMMARY = "summary.jsonl"
 CANDIDATES = "candidates"
 
 
-def write_json_atomically(path, value):
-  """JSON to path through a temporary file and a rename: never half-written."""
-  write_text_atomically(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
-
-
-def write_text_atomically(path, text):
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-  try:
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-      file.write(text)
-      file.flush()
-      os.fsync(file.fileno())
-    os.replace(temporary, path)
-  except BaseException:
-    if os.path.exists(temporary):
-      os.remove(temporary)
-    raise
+write_json_atomically = atomic_files.write_json  # the names callers of the archive use
+write_text_atomically = atomic_files.write_text
 
 
 def read_json(path, default=None):

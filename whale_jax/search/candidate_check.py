@@ -20,12 +20,18 @@ Steps, each of which may refuse the proposal with a reason code:
                    (whale_jax.search.prompt_only).
 Used by Meta-Harness search and by recipes that gate single candidates (VACE, Harness
 Learning). Duplicates of archived programs are the archive's business (meta_harness).
+
+  record = archive_record(archive, proposal, prepared, iteration=2, index=0, parent="c0000")
+
+archive_record is the one place a proposal becomes an archive entry (status "rejected"; the
+caller marks it "evaluated" or "duplicate").
 """
 import dataclasses
 
 from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
+from whale_jax.search import archive as archive_lib
 from whale_jax.search import prompt_only
 
 
@@ -104,3 +110,30 @@ def prepare_candidate(proposal, parent_source,
     if problem:
       return PreparedCandidate(source, origin, report, (reason("prompt_only", problem),))
   return PreparedCandidate(source, origin, report)
+
+
+def archive_record(archive, proposal, prepared, *, iteration, index, parent, proposer="",
+                   weights_id=None, instruction_version="", instruction_hash="", origin=None):
+  """The archive Candidate of a proposal and what applying it gave (module docstring).
+
+  Args:
+    archive: the Archive the record gets its next id from (it is not added here).
+    proposal: the Proposal; its proposer name wins over `proposer`.
+    prepared: prepare_candidate's result, or None when the reply was never applied (its
+      origin is then `origin`, else proposal.kind, and the caller gives the reasons).
+    iteration, index, parent: where it sits in the search.
+    weights_id, instruction_version, instruction_hash: what it was made and evaluated under.
+  """
+  source = prepared.source if prepared is not None else None
+  return archive_lib.Candidate(
+      id=archive.next_id(), iteration=iteration, index=index,
+      hash=program.content_hash(source) if source is not None else None, parent=parent,
+      origin=prepared.origin if prepared is not None else (origin or proposal.kind),
+      proposer=proposal.proposer or proposer, mechanism=proposal.mechanism,
+      hypothesis=proposal.hypothesis, instruction_version=instruction_version,
+      instruction_hash=instruction_hash, status="rejected",
+      reasons=list(prepared.reasons) if prepared is not None else [],
+      apply_report=prepared.apply_report if prepared is not None else "",
+      static_check=list(prepared.static_check) if prepared is not None else [],
+      weights_id=weights_id, prompt_tokens=proposal.prompt_tokens,
+      completion_tokens=proposal.completion_tokens)

@@ -230,21 +230,15 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
     for index, proposal in enumerate(proposals):
       if index in done:
         continue
-      candidate = archive_lib.Candidate(
-          id=archive.next_id(), iteration=iteration, index=index, hash=None, parent=parent.id,
-          origin=proposal.kind, proposer=proposal.proposer or run["proposer"],
-          mechanism=proposal.mechanism, hypothesis=proposal.hypothesis,
-          instruction_version=meta["instruction_version"],
-          instruction_hash=meta["instruction_hash"], weights_id=weights_id,
-          prompt_tokens=proposal.prompt_tokens, completion_tokens=proposal.completion_tokens)
       prepared = candidate_check.prepare_candidate(
           proposal, parent_source, domain.allowed_imports, max_lines,
           prompt_only_reference=incoming.source if prompt_only else None)
       source = prepared.source
-      candidate.origin, candidate.apply_report = prepared.origin, prepared.apply_report
-      candidate.reasons = list(prepared.reasons)
-      candidate.static_check = list(prepared.static_check)
-      candidate.hash = program.content_hash(source) if source is not None else None
+      candidate = candidate_check.archive_record(
+          archive, proposal, prepared, iteration=iteration, index=index, parent=parent.id,
+          proposer=run["proposer"], weights_id=weights_id,
+          instruction_version=meta["instruction_version"],
+          instruction_hash=meta["instruction_hash"])
       original = archive.find_hash(candidate.hash)
       if original is not None:
         candidate.status = "duplicate"
@@ -298,11 +292,7 @@ def _proposals(archive, iteration, accepted, proposer, domain, count, prompt_onl
       max_lines=max_lines, **context_options)
   archive_lib.write_text_atomically(_iteration_path(archive, iteration, "context.txt"),
                                     _render_messages(context.messages))
-  try:
-    proposals = list(proposer.propose(context, count))[:count]
-  except Exception as error:  # pylint: disable=broad-except
-    proposals = [proposal_lib.Proposal(kind="patch", text="", error=(
-        f"The proposer raised {type(error).__name__}: {error}"))]
+  proposals = proposal_lib.safe_propose(proposer, context, count)
   meta = {"iteration": iteration, "incumbent_id": accepted.id,
           "instruction_version": context.instruction_version,
           "instruction_hash": context.instruction_hash, "context_tokens": context.num_tokens,

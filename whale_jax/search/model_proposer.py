@@ -62,9 +62,10 @@ class ModelProposer:
       sampling["seed"] = self.seed + SEED_STRIDE * context.iteration + index
     try:
       reply = self.client.chat([dict(message) for message in context.messages], **sampling)
+    except openai_client.EndpointUnavailable:
+      raise  # the endpoint is down for good: stop the run (sampling/openai_client.py)
     except Exception as error:  # pylint: disable=broad-except
-      return proposal_lib.Proposal(kind="patch", text="", proposer=self.name,
-                                   error=f"{type(error).__name__}: {error}")
+      return proposal_lib.failed(f"{type(error).__name__}: {error}", self.name)
     text = reply if isinstance(reply, str) else getattr(reply, "text", None)
     if not isinstance(text, str):
       return proposal_lib.Proposal(

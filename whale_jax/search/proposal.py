@@ -24,6 +24,7 @@ import dataclasses
 import re
 
 from whale_jax.harness import patches
+from whale_jax.sampling import openai_client
 
 KINDS = ("patch", "program")
 REPLY_FORMAT = """\
@@ -76,6 +77,25 @@ class Proposal:
   @classmethod
   def from_json(cls, data):
     return cls(**data)
+
+
+def failed(error, proposer=""):
+  """The Proposal that records why a proposer produced nothing usable; candidate_check refuses
+  it with reason proposer_error, so it is archived like any other refused proposal."""
+  return Proposal(kind="patch", text="", proposer=proposer, error=error)
+
+
+def safe_propose(proposer, context, n):
+  """proposer.propose(context, n)[:n], a failure turned into one failed() Proposal naming the
+  exception, so that the caller records it and goes on. An endpoint that is down for good
+  (openai_client.EndpointUnavailable) is no proposal's failure: it stops the run."""
+  try:
+    return list(proposer.propose(context, n))[:n]
+  except openai_client.EndpointUnavailable:
+    raise
+  except Exception as error:  # pylint: disable=broad-except  # a proposer is untrusted code
+    return [failed(f"The proposer raised {type(error).__name__}: {error}",
+                   getattr(proposer, "name", ""))]
 
 
 def format_reply(hypothesis, text):

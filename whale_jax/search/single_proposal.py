@@ -56,31 +56,19 @@ def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration
           context_budget_tokens, tokenizer=tokenizer, prompt_only=prompt_only,
           allowed_imports=domain.allowed_imports, max_lines=max_lines,
           episodes=episodes or None)
-      try:
-        proposals = list(proposer.propose(context, 1))[:1]
-      except Exception as error:  # pylint: disable=broad-except
-        proposals = []
-        failure = f"The proposer raised {type(error).__name__}: {error}"
-      else:
-        failure = "The proposer returned no proposal."
-      proposal = proposals[0] if proposals else proposal_lib.Proposal(
-          kind="patch", text="", error=failure)
+      proposals = proposal_lib.safe_propose(proposer, context, 1)
+      proposal = proposals[0] if proposals else proposal_lib.failed(
+          "The proposer returned no proposal.")
       meta = {"proposal": proposal.to_json(), "instruction_version": context.instruction_version,
               "instruction_hash": context.instruction_hash}
       archive_lib.write_json_atomically(archive.path(PROPOSAL_FILE), meta)
-    record = archive_lib.Candidate(
-        id=archive.next_id(), iteration=iteration, index=0, hash=None, parent=parent.id,
-        origin=proposal.kind, proposer=proposal.proposer or getattr(proposer, "name", ""),
-        mechanism=proposal.mechanism, hypothesis=proposal.hypothesis,
-        instruction_version=meta["instruction_version"],
-        instruction_hash=meta["instruction_hash"], prompt_tokens=proposal.prompt_tokens,
-        completion_tokens=proposal.completion_tokens)
     prepared = candidate_check.prepare_candidate(
         proposal, incumbent.source, domain.allowed_imports, max_lines,
         prompt_only_reference=incumbent.source if prompt_only else None)
-    record.origin, record.apply_report = prepared.origin, prepared.apply_report
-    record.reasons, record.static_check = list(prepared.reasons), list(prepared.static_check)
-    record.hash = program.content_hash(prepared.source) if prepared.source is not None else None
+    record = candidate_check.archive_record(
+        archive, proposal, prepared, iteration=iteration, index=0, parent=parent.id,
+        proposer=getattr(proposer, "name", ""), instruction_version=meta["instruction_version"],
+        instruction_hash=meta["instruction_hash"])
     # "evaluated" marks a runnable candidate here; the caller's gate does the evaluating.
     record.status = "evaluated" if prepared.ok else "rejected"
     archive.add(record, source=prepared.source, raw_output=proposal.raw_output)

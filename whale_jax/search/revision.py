@@ -6,7 +6,6 @@
   revisions, rollouts = judge_replies(replies, "patch", current_source, domain, scoring,
                                       evaluate, seed, archive)
   revisions[i].parsed, .applied, .completed_fraction, .score, .reward, .source
-  reward("patch", parsed=True, applied=True, completed_fraction=0.5, score=0.4)   # 0.625
 
 A revision (SPEC 3.1): the current harness runs on diagnostic tasks, whose episodes are the
 execution report (wrong answers, errors, model calls). The proposer's context is
@@ -20,25 +19,18 @@ reply of the context (common random numbers); identical programs are evaluated o
 judged reply is added to the archive (c0001, ...), so the directory is the record of the
 revision.
 
-Reward (SPEC 3.3), reward(kind, parsed, applied, completed_fraction, score):
-  patch    score + min(cap, 0.05 if the reply has SEARCH/REPLACE blocks, all closed
-                         + 0.10 if, besides, every block applied and the program changed
-                         + 0.15 x completed_fraction, the share of scoring episodes that
-                                ended "ok" (0 unless it applied and passed the static checks))
-           A failed later check keeps the earlier bonuses; score is 0 unless it ran.
-  program  score + 0.10 when the reply holds a program that parses, defines run, has at most
-           200 lines and completes the evaluation run; otherwise 0.
-A run "completes" when completed_fraction >= min_completed_fraction (1.0: every scoring
-episode ended "ok"). A reply is `runnable` when it ran and completed. The reward is never
-negative.
+Each judged reply gets its reward from whale_jax.search.reward (SPEC 3.3: the score plus an
+executability bonus). A reply is `runnable` when it ran and completed (completed_fraction >=
+min_completed_fraction).
 
 What a revision feeds (SPEC 3.3-3.4):
   select(rule, revisions, current_score)   the version a test-time round carries forward:
       "strict" keeps its one candidate only on strict improvement, "best_of" the
       highest-scoring runnable candidate even when worse (None: keep the current harness).
   teacher_demonstrations(...)   teacher proposals judged; those that raised the score become
-      (context messages -> reply) rows; demonstration_sample() makes the SFT Sample.
-  grpo_samples(...)             the K replies of each context with group-relative advantages.
+      (context messages -> reply) rows (algorithms/samples.py makes the training samples of
+      rows and of sampled replies; search/ does not import train/).
+  prompt_ids(tokenizer, messages)   the proposer's prompt for a context.
 """
 import ast
 import concurrent.futures
@@ -48,7 +40,6 @@ import shutil
 import textwrap
 
 from absl import logging
-import numpy as np
 
 from whale_jax.harness import patches
 from whale_jax.harness import program
@@ -59,8 +50,6 @@ from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.search import reward as reward_lib
-from whale_jax.train import grpo as grpo_lib
-from whale_jax.train import packing
 
 KINDS = reward_lib.KINDS
 SELECTION_RULES = ("strict", "best_of")
@@ -97,7 +86,6 @@ FORMAT_FAILURES = {
     "patch": "The reply has no SEARCH/REPLACE blocks, or a block is not closed.",
     "program": "The reply holds no whole program (a ```python fence defining run) that parses.",
 }
-END_OF_TURN = "<|im_end|>"
 _THINKING = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
 
 
@@ -284,16 +272,12 @@ def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed
       reasons = ({"code": "format", "message": FORMAT_FAILURES[kind]},)
     else:
       reasons = tuple(prepared.reasons)
-    record = archive_lib.Candidate(
-        id=archive.next_id(), iteration=2, index=index,
-        hash=program.content_hash(source) if source is not None else None, parent=parent.id,
-        origin=prepared.origin if prepared is not None else kind, proposer=proposer,
-        hypothesis=proposal.hypothesis,
-        status="evaluated" if evaluation is not None else "rejected",
-        reasons=list(reasons), apply_report=prepared.apply_report if prepared else "",
-        static_check=list(prepared.static_check) if prepared else [],
-        weights_id=getattr(evaluate, "weights_id", None),
-        prompt_tokens=proposal.prompt_tokens, completion_tokens=proposal.completion_tokens)
+    record = candidate_check.archive_record(
+        archive, proposal, prepared, iteration=2, index=index, parent=parent.id,
+        proposer=proposer, weights_id=getattr(evaluate, "weights_id", None), origin=kind)
+    record.reasons = list(reasons)
+    if evaluation is not None:
+      record.status = "evaluated"
     archive.add(record, source=source, raw_output=reply, evaluation=evaluation)
     revisions.append(Revision(
         reply=reply, proposer=proposer, parsed=checks["parsed"], applied=checks["applied"],
@@ -349,13 +333,10 @@ def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scori
   replies, names = [], []
   current_source = context.incumbent.source
   for teacher in teachers:
-    try:
-      proposals = list(teacher.propose(context, num_proposals))[:num_proposals]
-    except Exception as error:  # pylint: disable=broad-except
-      logging.warning("Teacher %s raised %s: %s; it proposes nothing for this context.",
-                      getattr(teacher, "name", teacher), type(error).__name__, error)
-      proposals = []
-    for proposal in proposals:
+    for proposal in proposal_lib.safe_propose(teacher, context, num_proposals):
+      if proposal.error:  # judged as an empty reply: archived, refused, never a demonstration
+        logging.warning("Teacher %s failed: %s", getattr(teacher, "name", teacher),
+                        proposal.error)
       replies.append(teacher_reply(proposal, kind, current_source, domain.allowed_imports,
                                    rewards.max_lines))
       names.append(proposal.proposer or getattr(teacher, "name", ""))
@@ -368,29 +349,7 @@ def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scori
   return rows, revisions, rollouts
 
 
-def grpo_samples(prompts, completions, rewards, normalization="mean_std",
-                 filter_zero_advantage=True):
-  """GRPO samples of the proposer's replies; returns (samples, number of groups kept).
-
-  Args:
-    prompts: [P] prompt ids, one per context.
-    completions: [P][K] Completions sampled for each prompt.
-    rewards: [P][K] their rewards.
-  """
-  rewards = np.asarray(rewards, np.float32)  # [P, K]
-  advantages = np.asarray(grpo_lib.group_advantages(rewards, normalization=normalization))
-  samples, kept_groups = [], 0
-  for prompt, group, group_advantages in zip(prompts, completions, advantages):
-    if filter_zero_advantage and np.all(group_advantages == 0):
-      continue
-    kept_groups += 1
-    for completion, advantage in zip(group, group_advantages):
-      if len(completion.token_ids):
-        samples.append(completion_sample(prompt, completion, advantage))
-  return samples, kept_groups
-
-
-# ---- Proposer training samples ------------------------------------------------------------
+# ---- The proposer's prompt ----------------------------------------------------------------
 
 def prompt_ids(tokenizer, messages):
   """The proposer prompt: the context messages through the proposer's chat template."""
@@ -398,28 +357,5 @@ def prompt_ids(tokenizer, messages):
                                             add_generation_prompt=True))
 
 
-def end_of_turn_id(tokenizer):
-  found = tokenizer.token_to_id(END_OF_TURN)
-  return tokenizer.eos_id if found is None else found
-
-
 def without_thinking(reply):
   return _THINKING.sub("", reply)
-
-
-def demonstration_sample(tokenizer, messages, reply):
-  """(context prompt -> reply) as an SFT Sample: loss on the reply and its end-of-turn only."""
-  prompt = prompt_ids(tokenizer, messages)
-  completion = list(tokenizer.encode(reply)) + [end_of_turn_id(tokenizer)]
-  loss_mask = np.concatenate([np.zeros(len(prompt)), np.ones(len(completion))])
-  return packing.Sample(np.asarray(prompt + completion, np.int32), loss_mask.astype(np.float32))
-
-
-def completion_sample(prompt, completion, advantage):
-  """A sampled reply as a GRPO Sample: the sampler's tokens and logprobs, loss on the reply."""
-  token_ids = list(prompt) + list(completion.token_ids)
-  loss_mask = np.zeros(len(token_ids), np.float32)
-  loss_mask[len(prompt):] = 1.0
-  logprobs = np.zeros(len(token_ids), np.float32)
-  logprobs[len(prompt):] = completion.logprobs
-  return packing.Sample(np.asarray(token_ids, np.int32), loss_mask, logprobs, float(advantage))

@@ -1,0 +1,45 @@
+"""Files that are either the old version or the whole new one, never half-written.
+
+  atomic_files.write_text(path, text)
+  atomic_files.write_json(path, value)            # indent 2, sorted keys, str() for the rest
+  atomic_files.write_with(path, lambda temporary: figure.savefig(temporary))
+
+Each writes a temporary file in the destination's directory (created if missing), flushes it
+to disk and renames it over path; on any failure the temporary file is removed and the old
+file, if any, is left as it was. The one implementation for the archive (search/archive.py),
+the run log, checkpoint notes and every other run file; it lives in search/, the lowest layer
+that writes run files.
+"""
+import json
+import os
+import tempfile
+
+
+def write_with(path, write, suffix=""):
+  """Calls write(temporary path) and renames the result over path (module docstring)."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+  os.close(handle)
+  try:
+    write(temporary)
+    with open(temporary, "rb") as file:
+      os.fsync(file.fileno())
+    os.replace(temporary, path)
+  except BaseException:
+    if os.path.exists(temporary):
+      os.remove(temporary)
+    raise
+
+
+def write_text(path, text):
+  """Writes text (UTF-8) to path atomically."""
+  def write(temporary):
+    with open(temporary, "w", encoding="utf-8") as file:
+      file.write(text)
+  write_with(path, write)
+
+
+def write_json(path, value):
+  """Writes value as JSON (indent 2, sorted keys, str() of what JSON cannot hold) atomically."""
+  write_text(path, json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
