@@ -57,10 +57,12 @@ def _shift(x):
 
 
 def chunked_from_hidden(params, model_config, hidden, tokens, temperature=1.0,
-                        with_entropy=False, chunk_size=CHUNK_SIZE):
+                        with_entropy=False, chunk_size=None):
   """from_logits(decoder.unembed(params, model_config, hidden), tokens, ...) without the
-  full logits: hidden [B, T, D] is unembedded chunk_size positions at a time."""
+  full logits: hidden [B, T, D] is unembedded chunk_size (default CHUNK_SIZE) positions at
+  a time."""
   check_temperature(temperature)
+  chunk_size = chunk_size or CHUNK_SIZE
   batch_size, length, _ = hidden.shape
   chunk_size = min(chunk_size, length)
   num_chunks = -(-length // chunk_size)
@@ -93,7 +95,7 @@ def chunked_from_hidden(params, model_config, hidden, tokens, temperature=1.0,
 
 
 def token_logprobs(params, model_config, batch, temperature=1.0, with_entropy=False,
-                   chunk_size=CHUNK_SIZE):
+                   chunk_size=None):
   """[B, T] log-probabilities of batch["tokens"] (see module docstring); + entropy [B, T]."""
   hidden = decoder.hidden_states(params, model_config, batch["tokens"],
                                  positions=batch["positions"], segment_ids=batch["segment_ids"])
