@@ -86,6 +86,8 @@ class ByIteration:
 
   def __init__(self, proposers):
     self.proposers = proposers
+    self.instruction_hash = proposers[-1].instruction_hash
+    self.instruction_version = proposers[-1].instruction_version
 
   def propose(self, context, n):
     return self.proposers[context.iteration - 2].propose(context, n)
@@ -149,6 +151,8 @@ def test_hostile_agent_is_contained_and_a_good_one_is_accepted(domain, tmp_path)
   assert record["returncode"] == 0 and record["cost_usd"] == 0.25
   assert sorted(record["changed_files"]) == ["HYPOTHESIS.txt", "harness.py"]
   assert accepted.status == "evaluated" and accepted.proposer == "good"
+  assert (accepted.instruction_hash, accepted.instruction_version) == (good.instruction_hash,
+                                                                     "agentic-1")
   assert "TOPK = 3" in result.archive.source(accepted.id)
   assert domain.description.strip().splitlines()[0] in accepted.hypothesis
   assert result.accepted_id == accepted.id and accepted.success > seed.success

@@ -126,6 +126,7 @@ def test_scripted_policy_greps_reads_runs_and_submits_a_patch_the_search_accepts
   # The steering file's hash is recorded with the session and the proposer's config.
   expected = steering.load_instructions("synthetic_qa")
   assert session["instructions"]["hash"] == expected.hash == proposer.config()[
-      "instructions"]["hash"]
+      "instructions"]["hash"] == candidate.instruction_hash
+  assert candidate.instruction_version == "agentic-1"
   with open(steering.INSTRUCTIONS_DIR + "/synthetic_qa.md", encoding="utf-8") as file:
     assert session["messages"][0]["content"].startswith(file.read().rstrip())

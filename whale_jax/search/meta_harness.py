@@ -294,8 +294,11 @@ def _proposals(archive, iteration, accepted, proposer, domain, count, prompt_onl
                                     _render_messages(context.messages))
   proposals = proposal_lib.safe_propose(proposer, context, count)
   meta = {"iteration": iteration, "incumbent_id": accepted.id,
-          "instruction_version": context.instruction_version,
-          "instruction_hash": context.instruction_hash, "context_tokens": context.num_tokens,
+          # a proposer with its own steering text (the agentic one) names its instructions
+          "instruction_version": getattr(proposer, "instruction_version", None) or
+                                 context.instruction_version,
+          "instruction_hash": getattr(proposer, "instruction_hash", None) or
+                              context.instruction_hash, "context_tokens": context.num_tokens,
           "context_budget_tokens": context.budget_tokens,
           "proposals": [p.to_json() for p in proposals]}
   archive_lib.write_json_atomically(path, meta)
