@@ -7,7 +7,7 @@ setuptools.setup(
     description="Jointly optimize an LLM agent's weights and its harness program, in JAX.",
     packages=setuptools.find_packages(include=["whale_jax", "whale_jax.*"]),
     # The embedded demo solver (configs/demo.py): weights, config and tokenizer files.
-    package_data={"whale_jax": ["assets/demo_solver/*"]},
+    package_data={"whale_jax": ["assets/demo_solver/*", "search/instructions/*.md"]},
     include_package_data=True,
     python_requires=">=3.10",
     install_requires=[
