@@ -9,6 +9,7 @@ import jax
 import numpy as np
 import pytest
 
+from tests.search import test_seeds
 from whale_jax.algorithms import builders
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.models import decoder
@@ -74,7 +75,7 @@ def test_openai_proposer_from_config_sends_the_section_sampling_and_parses_the_r
   (body,) = chat_server.bodies
   assert body["model"] == "proposer" and body["max_tokens"] == 300
   assert body["temperature"] == 0.7
-  assert body["seed"] == 5 + 1000 * 3  # base seed + SEED_STRIDE * iteration + call index
+  assert body["seed"] == test_seeds.reference_seed(5, "proposer_call", 3, 0)
   assert body["messages"] == [{"role": "user", "content": "revise"}]
 
 

@@ -1,9 +1,9 @@
 """Evaluate functions on the harness runtime, sample keys and the evaluation cache."""
-import hashlib
 
 import pytest
 
 from tests.search import fakes
+from tests.search import test_seeds
 from whale_jax import tasks
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
@@ -30,8 +30,7 @@ def domain():
 
 def test_sample_keys_are_stable_per_seed_and_task():
   instances = [tasks.Instance(id=f"q{i}", public={"question": "?"}) for i in range(3)]
-  expected = [int(hashlib.sha256(f"7/q{i}".encode()).hexdigest()[:8], 16) % 2**31
-              for i in range(3)]
+  expected = [test_seeds.reference_seed(7, "sample_key", f"q{i}") for i in range(3)]
   assert evaluation.sample_keys(instances, 7) == expected
   assert evaluation.sample_keys(instances, 8) != expected
   assert evaluation.sample_key(7, "q1") == expected[1]

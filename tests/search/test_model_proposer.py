@@ -6,6 +6,7 @@ import threading
 import time
 
 from tests.search import fakes
+from tests.search import test_seeds
 from whale_jax import tasks
 from whale_jax.harness import Harness
 from whale_jax.harness import ScriptedBackend
@@ -47,7 +48,8 @@ def test_replies_become_proposals_with_seeds_per_iteration_and_index():
   proposer = model_proposer.ModelProposer(client, name="m", sampling={"temperature": 1.0},
                                           seed=5)
   proposals = proposer.propose(_context(iteration=3), 3)
-  assert [sampling["seed"] for _, sampling in client.requests] == [3005, 3006, 3007]
+  assert [sampling["seed"] for _, sampling in client.requests] == [
+      test_seeds.reference_seed(5, "proposer_call", 3, index) for index in range(3)]
   assert all(sampling["temperature"] == 1.0 for _, sampling in client.requests)
   assert client.requests[0][0] == [{"role": "system", "content": "rules"},
                                    {"role": "user", "content": "archive"}]
@@ -64,12 +66,13 @@ def test_concurrent_calls_keep_the_order_of_their_seeds():
 
   class BySeed:
     def chat(self, messages, seed):
-      time.sleep(0.05 * (seed % 3))
+      time.sleep(0.05 * (seed % 3))  # later calls may finish first
       return f"HYPOTHESIS: seed {seed}\nno blocks"
 
   proposer = model_proposer.ModelProposer(BySeed(), seed=0, max_concurrent_calls=3)
   proposals = proposer.propose(_context(iteration=1), 5)
-  assert [p.hypothesis for p in proposals] == [f"seed {1000 + i}" for i in range(5)]
+  assert [p.hypothesis for p in proposals] == [
+      f"seed {test_seeds.reference_seed(0, 'proposer_call', 1, i)}" for i in range(5)]
 
 
 class StubServer:

@@ -94,11 +94,11 @@ from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import samples as samples_lib
-from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.harness import Harness
 from whale_jax.parallel import rules
 from whale_jax.search import atomic_files
 from whale_jax.search import revision as revision_lib
+from whale_jax.search import seeds as seeds_lib
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.tokenization import load_tokenizer
@@ -222,7 +222,7 @@ def _submit(run, proposer, context, n, key):
   """(prompt ids, future of n Completions) sampled from the proposer for one context,
   seeded by (run seed, key)."""
   prompt = revision_lib.prompt_ids(proposer.tokenizer, context.messages)
-  seed = rollouts_lib.episode_seed(run.loop.seed, ("proposer",) + tuple(key), "", 0)
+  seed = seeds_lib.derive_seed(run.loop.seed, "proposer_sample", *key)
   return prompt, proposer.policy.sampler.submit(prompt,
                                                 proposer.sampling.replace(n=n, seed=seed))
 
@@ -255,7 +255,7 @@ def training_tasks(run, hl_config, domain, phase, index):
                      f"training context needs diagnostic_size + scoring_size = {needed}. "
                      "Lower config.harness_learning.diagnostic_size/scoring_size or raise the "
                      "domain's split_sizes['weight'].")
-  seed = rollouts_lib.episode_seed(run.loop.seed, (phase,), domain.name, index)
+  seed = seeds_lib.derive_seed(run.loop.seed, "training_tasks", phase, domain.name, index)
   order = np.random.default_rng(seed).permutation(len(pool))
   scoring = [pool[i] for i in order[:hl_config.scoring_size]]
   diagnostic = [pool[i] for i in order[hl_config.scoring_size:needed]] or scoring
@@ -443,7 +443,7 @@ def adapt(run, hl_config, proposer, stage, rule):
     diagnostic = scoring
     if not shared:
       pool = run.splits["validation"]
-      draw = rollouts_lib.episode_seed(seed, ("adapt", label), "", index)
+      draw = seeds_lib.derive_seed(seed, "diagnostic_draw", label, index)
       order = np.random.default_rng(draw).permutation(len(pool))
       diagnostic = [pool[i] for i in order[:hl_config.adaptation_diagnostic_size]]
     directory = _directory(run, f"adapt_{label}", f"round_{index:03d}")

@@ -45,6 +45,7 @@ from whale_jax.harness import Harness
 from whale_jax.search import atomic_files
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import meta_harness
+from whale_jax.search import seeds as seeds_lib
 from whale_jax.search import validation_gate
 from whale_jax.train import checkpoint as checkpoint_lib
 
@@ -139,7 +140,8 @@ def _truncate_metrics(workdir, num_rows):
 def next_prompts(run, count):
   """The next `count` weight-split instances; the cursor persists across cycles and epochs.
 
-  Each epoch visits the weight split in a fresh order seeded by (seed, epoch).
+  Each epoch visits the weight split in a fresh order seeded by
+  seeds.derive_seed(seed, "data_order", epoch).
   """
   pool = run.splits["weight"]
   if not pool:
@@ -148,7 +150,8 @@ def next_prompts(run, count):
   chosen = []
   for _ in range(count):
     epoch, index = divmod(run.state["cursor"], len(pool))
-    order = np.random.default_rng((run.loop.seed, epoch)).permutation(len(pool))
+    order = np.random.default_rng(
+        seeds_lib.derive_seed(run.loop.seed, "data_order", epoch)).permutation(len(pool))
     chosen.append(pool[order[index]])
     run.state["cursor"] += 1
   return chosen

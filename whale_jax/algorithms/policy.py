@@ -33,6 +33,7 @@ from whale_jax.models import decoder
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
+from whale_jax.search import seeds as seeds_lib
 from whale_jax.train import grpo
 from whale_jax.train import optimizer as optimizer_lib
 from whale_jax.train import packing
@@ -133,7 +134,8 @@ class Policy:
 
   def _train_epochs(self, step, samples, epochs, history):
     for epoch in range(epochs):
-      rng = np.random.default_rng((self.config.seed, self.num_updates, epoch))
+      rng = np.random.default_rng(seeds_lib.derive_seed(
+          self.config.seed, "minibatch_order", self.num_updates, epoch))
       order = rng.permutation(len(samples))
       for start in range(0, len(samples), self.config.samples_per_step):
         chunk = [samples[i] for i in order[start:start + self.config.samples_per_step]]

@@ -1,55 +1,70 @@
-"""Rollouts: run a harness on task instances with the current weights and score them.
+"""Rollouts: G episodes per instance with the current weights, grouped for training.
 
   batch = rollouts.collect(runtime, domain, harness, instances, sampling, num_samples=8,
-                           seed_key=("weight", step))
+                           seed_key=("weight", step), run_seed=0)
   batch.trajectories[i][g], batch.scores[i][g]     # instance i, sample g
+  batch.evaluation                                 # the flat search.evaluation.Evaluation
 
-Every episode's seed is a hash of (run seed, seed_key, instance id, sample index): two
-harnesses evaluated with the same seed_key on the same instances see the same random streams
-(common random numbers), and a resumed run replays the same seeds.
-
-Scores: domain.verify on episodes that ended "ok"; 0 for harness errors and timeouts (they
-are the harness's failures); infra errors score 0 too but are counted apart, since they are
-not evidence against the harness, and are never trained on.
+The episodes are run, retried and scored by the one collector,
+whale_jax.search.evaluation.collect (see there: infra errors are retried once, then score 0,
+are counted apart and are never trained on); a RolloutBatch is that Evaluation seen as
+[instance][sample] groups. Episode g of instance i has the seed
+seeds.derive_seed(run_seed, "episode", seed_key, instance id, g): two harnesses evaluated
+with the same seed_key on the same instances see the same random streams (common random
+numbers), and a resumed run replays the same seeds.
 """
 import dataclasses
-import hashlib
 
 from absl import logging
 
-from whale_jax import tasks
+from whale_jax.search import evaluation as evaluation_lib
+from whale_jax.search import seeds as seeds_lib
 
 
 def episode_seed(run_seed, seed_key, instance_id, sample_index):
-  """A 31-bit seed that depends only on its arguments."""
-  text = repr((int(run_seed), tuple(seed_key), str(instance_id), int(sample_index)))
-  return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") % 2**31
+  """The seed of episode sample_index of instance_id (module docstring)."""
+  return seeds_lib.derive_seed(run_seed, "episode", tuple(seed_key), str(instance_id),
+                               int(sample_index))
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class RolloutBatch:
-  """num_samples trajectories and scores per instance, in instance order."""
-  instances: list
-  trajectories: list  # [instance][sample] -> harness.Trajectory
-  scores: list        # [instance][sample] -> float
+  """num_samples scored episodes per instance, in instance order (module docstring)."""
+  instances: tuple
+  evaluation: evaluation_lib.Evaluation
+  num_samples: int
+
+  def _groups(self, values):
+    return [list(values[i * self.num_samples:(i + 1) * self.num_samples])
+            for i in range(len(self.instances))]
+
+  @property
+  def trajectories(self):
+    """[instance][sample] -> harness.Trajectory."""
+    return self._groups(self.evaluation.trajectories)
+
+  @property
+  def scores(self):
+    """[instance][sample] -> float."""
+    return self._groups(self.evaluation.scores)
 
   @property
   def num_rollouts(self):
-    return sum(len(group) for group in self.trajectories)
+    """Episodes run, retries included."""
+    return self.evaluation.rollouts
 
   @property
   def num_generated_tokens(self):
-    return sum(t.num_completion_tokens for group in self.trajectories for t in group)
+    return self.evaluation.generated_tokens
 
   def flat(self):
-    """[(instance, trajectory, score)] over all rollouts."""
-    return [(instance, trajectory, score)
-            for instance, group, scores in zip(self.instances, self.trajectories, self.scores)
-            for trajectory, score in zip(group, scores)]
+    """[(instance, trajectory, score)] over all episodes."""
+    return [(self.instances[i // self.num_samples], trajectory, score)
+            for i, (trajectory, score) in enumerate(zip(self.evaluation.trajectories,
+                                                        self.evaluation.scores))]
 
   def mean_score(self):
-    flat = [score for scores in self.scores for score in scores]
-    return sum(flat) / len(flat) if flat else 0.0
+    return self.evaluation.success_rate
 
   def per_instance_mean(self):
     """{instance id: mean score over its samples}."""
@@ -58,35 +73,24 @@ class RolloutBatch:
 
   def outcome_counts(self):
     counts = {}
-    for group in self.trajectories:
-      for trajectory in group:
-        counts[trajectory.outcome] = counts.get(trajectory.outcome, 0) + 1
+    for trajectory in self.evaluation.trajectories:
+      counts[trajectory.outcome] = counts.get(trajectory.outcome, 0) + 1
     return counts
-
-
-def score(domain, instance, trajectory):
-  if not trajectory.ok:
-    return 0.0
-  return float(domain.verify(instance, trajectory.answer, trajectory))
 
 
 def collect(runtime, domain, harness, instances, sampling, num_samples=1, seed_key=(),
             run_seed=0):
   """Runs num_samples episodes per instance (all in flight together) and scores them."""
-  episodes = []
-  for instance in instances:
-    for sample_index in range(num_samples):
-      seed = episode_seed(run_seed, seed_key, instance.id, sample_index)
-      episodes.append(tasks.make_episode(domain, instance, sampling.replace(seed=seed),
-                                         episode_id=f"{instance.id}#{sample_index}"))
-  flat = runtime.run_episodes(harness, episodes) if episodes else []
-  failed = [t for t in flat if t.outcome == "infra_error"]
-  if len(failed) * 2 > len(flat):
-    logging.warning("%d of %d episodes failed outside the harness (infra_error), e.g.: %s",
-                    len(failed), len(flat), failed[0].error[:500])
-  trajectories, scores = [], []
-  for i, instance in enumerate(instances):
-    group = flat[i * num_samples:(i + 1) * num_samples]
-    trajectories.append(group)
-    scores.append([score(domain, instance, trajectory) for trajectory in group])
-  return RolloutBatch(list(instances), trajectories, scores)
+  instances = tuple(instances)
+  repeated = [instance for instance in instances for _ in range(num_samples)]
+  seeds = [episode_seed(run_seed, seed_key, instance.id, index)
+           for instance in instances for index in range(num_samples)]
+  names = [f"{instance.id}#{index}" for instance in instances for index in range(num_samples)]
+  evaluation = evaluation_lib.collect(runtime, domain, harness, repeated, seeds, sampling,
+                                      episode_ids=names)
+  if evaluation.num_infra_errors * 2 > len(repeated):
+    failed = next(t for t in evaluation.trajectories if t.outcome == "infra_error")
+    logging.warning("%d of %d episodes failed outside the harness (infra_error) after a "
+                    "retry, e.g.: %s", evaluation.num_infra_errors, len(repeated),
+                    failed.error[:500])
+  return RolloutBatch(instances, evaluation, num_samples)

@@ -33,7 +33,8 @@ proposed. Catalogue per domain family:
 Choosing n of them: options whose result is already in the archive (context.known_hashes) are
 dropped; in prompt-only mode only prompt-string edits are kept. Mechanisms the last
 candidates did not use (context.recent_mechanisms) come first; within that order the
-catalogue is shuffled by a generator seeded with (seed, context.iteration, incumbent hash), and
+catalogue is shuffled by a generator seeded with seeds.derive_seed(seed, "edit_choice",
+context.iteration, incumbent hash), and
 one option per mechanism is taken in turn until n are chosen. The same seed and context give
 the same proposals. Replies are in the format a proposer model is asked to write
 (whale_jax.search.proposal.REPLY_FORMAT), so they can serve as its training targets.
@@ -47,6 +48,7 @@ from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.search import prompt_only
 from whale_jax.search import proposal as proposal_lib
+from whale_jax.search import seeds as seeds_lib
 
 PROPOSER_NAME = "edit_library"
 FAMILIES = ("qa", "math", "chess", "reasoning_gym", "docqa", "toolflow")
@@ -588,7 +590,8 @@ class EditLibraryProposer:
         continue
       seen.add(new_hash)
       usable.append(option)
-    rng = random.Random(f"{self.seed}:{context.iteration}:{incumbent.hash}")
+    rng = random.Random(seeds_lib.derive_seed(self.seed, "edit_choice", context.iteration,
+                                              incumbent.hash))
     rng.shuffle(usable)
     recent = list(context.recent_mechanisms)
     mechanisms = []

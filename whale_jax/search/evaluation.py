@@ -1,5 +1,7 @@
-"""Scoring a harness on task instances: the evaluate function that search and the gate call.
+"""Scoring a harness on task instances: the one episode collector, and the evaluate function
+that search and the gate call.
 
+  evaluation = collect(runtime, domain, harness, instances, seeds, sampling)   # one per seed
   evaluate = make_evaluate(runtime, domain, sampling, weights_id="step_1200")
   keys = sample_keys(instances, seed=0)                   # one sample key per task
   evaluation = evaluate(harness, instances, keys)
@@ -12,25 +14,28 @@ random streams (common random numbers), and an evaluation is identified by (harn
 weights id, task id, sample key) — the key of the evaluation cache
 (whale_jax.search.evaluation_cache).
 
-Scoring: an episode that ends "ok" is scored by domain.verify; "harness_error" and "timeout"
+collect is every recipe's way to run episodes: training rollouts (algorithms/rollouts.py),
+harness search and gate evaluations (make_evaluate) and test evaluations all go through it,
+so all of them score alike and retry infrastructure failures alike:
+an episode that ends "ok" is scored by domain.verify; "harness_error" and "timeout"
 score 0. An "infra_error" episode (not the harness's fault) is run again up to infra_retries
 times and scores 0 if it never succeeds; the count is in evaluation.num_infra_errors, and the
-cache never stores it. Turns are the llm calls of an episode (WHALE's turn count).
+cache never stores it. Retried episodes count as rollouts. Turns are the llm calls of an
+episode (WHALE's turn count).
 """
 import dataclasses
-import hashlib
 from typing import Sequence
 
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.search import seeds as seeds_lib
 from whale_jax.tasks import domain as domain_lib
 
-SAMPLE_KEY_MODULUS = 2**31
+INFRA_RETRIES = 1
 
 
 def sample_key(seed, task_id):
-  """The sample key of task_id under seed: a stable 31-bit integer."""
-  digest = hashlib.sha256(f"{seed}/{task_id}".encode("utf-8")).hexdigest()
-  return int(digest[:8], 16) % SAMPLE_KEY_MODULUS
+  """The sample key of task_id under seed (seeds.derive_seed(seed, "sample_key", task_id))."""
+  return seeds_lib.derive_seed(seed, "sample_key", str(task_id))
 
 
 def sample_keys(instances, seed):
@@ -108,7 +113,48 @@ def as_evaluation(result, instances, keys):
                     generated_tokens=sum(t.num_completion_tokens for t in trajectories))
 
 
-def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=1):
+def collect(runtime, domain, harness, instances, seeds, sampling, infra_retries=INFRA_RETRIES,
+            episode_ids=None):
+  """Runs one episode per (instance, seed) (all in flight together), retries infrastructure
+  failures, scores them; returns the Evaluation (task_ids and sample_keys per episode).
+
+  Args:
+    instances, seeds: one seed (the episode's sampling seed) per instance; an instance may
+      appear several times (G samples of a training prompt).
+    sampling: SamplingParams of every episode; its seed is replaced by the episode's.
+    infra_retries: extra attempts for an episode that ends "infra_error".
+    episode_ids: one name per episode for its trajectory (default "").
+  """
+  instances, seeds = list(instances), [int(seed) for seed in seeds]
+  if len(instances) != len(seeds):
+    raise ValueError(f"collect got {len(instances)} instances but {len(seeds)} seeds; give "
+                     "one seed per instance.")
+  episode_ids = list(episode_ids or [""] * len(instances))
+
+  def episodes(indices):
+    return [domain_lib.make_episode(domain, instances[i], sampling.replace(seed=seeds[i]),
+                                    episode_id=episode_ids[i]) for i in indices]
+
+  trajectories = list(runtime.run_episodes(harness, episodes(range(len(instances))))
+                      if instances else [])
+  rollouts = len(instances)
+  generated_tokens = sum(t.num_completion_tokens for t in trajectories)
+  for _ in range(infra_retries):
+    failed = [i for i, t in enumerate(trajectories) if t.outcome == "infra_error"]
+    if not failed:
+      break
+    retried = runtime.run_episodes(harness, episodes(failed))
+    rollouts += len(failed)
+    generated_tokens += sum(t.num_completion_tokens for t in retried)
+    for index, trajectory in zip(failed, retried):
+      trajectories[index] = trajectory
+  scores = [float(domain.verify(instance, t.answer, t)) if t.ok else 0.0
+            for instance, t in zip(instances, trajectories)]
+  return Evaluation(tuple(i.id for i in instances), tuple(seeds), tuple(scores),
+                    tuple(trajectories), rollouts=rollouts, generated_tokens=generated_tokens)
+
+
+def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=INFRA_RETRIES):
   """evaluate(harness, instances, sample_keys) -> Evaluation, run on a HarnessRuntime.
 
   Args:
@@ -124,27 +170,7 @@ def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=1):
     if len(instances) != len(keys):
       raise ValueError(f"evaluate got {len(instances)} instances but {len(keys)} sample keys; "
                        "give one sample key per instance.")
-    episodes = [domain_lib.make_episode(domain, instance, sampling.replace(seed=key))
-                for instance, key in zip(instances, keys)]
-    trajectories = runtime.run_episodes(harness, episodes)
-    rollouts = len(episodes)
-    generated_tokens = sum(t.num_completion_tokens for t in trajectories)
-    for _ in range(infra_retries):
-      failed = [i for i, t in enumerate(trajectories) if t.outcome == "infra_error"]
-      if not failed:
-        break
-      retried = runtime.run_episodes(harness, [
-          domain_lib.make_episode(domain, instances[i], sampling.replace(seed=keys[i]))
-          for i in failed])
-      rollouts += len(failed)
-      generated_tokens += sum(t.num_completion_tokens for t in retried)
-      for index, trajectory in zip(failed, retried):
-        trajectories[index] = trajectory
-    scores = [float(domain.verify(instance, t.answer, t)) if t.ok else 0.0
-              for instance, t in zip(instances, trajectories)]
-    return Evaluation(tuple(i.id for i in instances), tuple(keys), tuple(scores),
-                      tuple(trajectories), rollouts=rollouts,
-                      generated_tokens=generated_tokens)
+    return collect(runtime, domain, harness, instances, keys, sampling, infra_retries)
 
   evaluate.weights_id = weights_id
   return evaluate

@@ -10,8 +10,9 @@
 A client is any object with `chat(messages, **sampling)` returning a str or an object with
 .text (and optionally .prompt_tokens and .completion_tokens): the OpenAI-compatible client
 (whale_jax.sampling.openai_client), an in-process chat client, or a scripted fake in tests.
-propose(context, n) makes n calls with context.messages; call i gets seed = base seed +
-1000 * context.iteration + i, so runs are reproducible where the server honours seeds; with
+propose(context, n) makes n calls with context.messages; call i gets seed =
+seeds.derive_seed(base seed, "proposer_call", context.iteration, i), so runs are reproducible
+where the server honours seeds; with
 max_concurrent_calls > 1 the calls run on threads (the in-process engine batches them). Each
 reply is parsed by whale_jax.search.proposal.parse_reply. A call that raises gives a Proposal
 with the error recorded (the search rejects it with reason proposer_error) instead of ending
@@ -28,8 +29,8 @@ from whale_jax.sampling import api
 from whale_jax.sampling import openai_client
 from whale_jax.search import context as context_lib
 from whale_jax.search import proposal as proposal_lib
+from whale_jax.search import seeds as seeds_lib
 
-SEED_STRIDE = 1000
 
 
 class ModelProposer:
@@ -59,7 +60,8 @@ class ModelProposer:
   def _one(self, context, index):
     sampling = dict(self.sampling)
     if self.seed is not None:
-      sampling["seed"] = self.seed + SEED_STRIDE * context.iteration + index
+      sampling["seed"] = seeds_lib.derive_seed(self.seed, "proposer_call", context.iteration,
+                                               index)
     try:
       reply = self.client.chat([dict(message) for message in context.messages], **sampling)
     except openai_client.EndpointUnavailable:
