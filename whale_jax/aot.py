@@ -203,9 +203,11 @@ def _compile(result, jitted, *args):
   result.compile_seconds = time.perf_counter() - start
   memory = compiled.memory_analysis()
   result.temp_bytes = int(memory.temp_size_in_bytes)
-  peak = int(getattr(memory, "peak_memory_in_bytes", 0) or 0)
-  result.peak_bytes = peak or int(memory.argument_size_in_bytes + memory.output_size_in_bytes
-                                  - memory.alias_size_in_bytes + memory.temp_size_in_bytes)
+  # The larger of XLA's own peak and arguments + outputs - aliased + temporaries (an upper
+  # bound: every temporary live at once).
+  result.peak_bytes = max(int(getattr(memory, "peak_memory_in_bytes", 0) or 0), int(
+      memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
+      + memory.temp_size_in_bytes))
   result.collectives = count_collectives(compiled.as_text())
   return result
 
