@@ -37,7 +37,9 @@ def get_config(arg: str = "searchqa"):
   domain = next((name for name in DOMAINS if name in args), "searchqa")
   config = ml_collections.ConfigDict()
   config.recipe = "whale_adaptive" if "adaptive" in args else "whale"
-  config.model = dict(source="hf", path=f"checkpoints/{MODELS[domain]}", dtype="bfloat16")
+  # remat: rows of 16,384 tokens need it to fit a v5p chip (docs/pod_memory.md).
+  config.model = dict(source="hf", path=f"checkpoints/{MODELS[domain]}", dtype="bfloat16",
+                      remat="dots_with_no_batch_dims")
   config.tokenizer = ""
   config.domain = DOMAINS[domain]
   config.sampling = presets.paper_sampling()
