@@ -41,11 +41,6 @@ def is_logical_names(x):
   return type(x) is tuple and all(isinstance(n, (str, type(None))) for n in x)
 
 
-def specs(logical_tree, rules):
-  """A tree of PartitionSpecs mirroring a tree of logical-name tuples."""
-  return jax.tree.map(lambda names: spec(names, rules), logical_tree, is_leaf=is_logical_names)
-
-
 def shardings(logical_tree, mesh, rules):
   """A tree of NamedShardings on mesh mirroring a tree of logical-name tuples."""
   return jax.tree.map(lambda names: NamedSharding(mesh, spec(names, rules)), logical_tree,
