@@ -104,10 +104,14 @@ def test_held_out_gold_never_reaches_view_tools_or_cli_folder(domain, tmp_path, 
   data_file = _plant(tmp_path, archive_dir, monkeypatch)
   runner, _ = _runner()
   explorer = Explorer()
+  withheld = agentic_proposer.held_out_strings(
+      {"harness": SEARCH, "validation": VALIDATION, "test": TEST})
+  assert {f"{CANARIES[0]}-0", f"{CANARIES[2]}-2", f"{CANARIES[1]}-1"} <= withheld
+  assert not any("SEARCH" in s for s in withheld)
   proposer = agentic_proposer.AgenticProposer(
       explorer, archive_dir, domain, SEARCH, runner=runner, search_answers=search_answers,
-      budgets=agent_tools.AgentBudgets(max_steps=200, max_runs=1))
-  result = _search(domain, archive_dir, proposer)
+      budgets=agent_tools.AgentBudgets(max_steps=200, max_runs=1))   # no scrubbing guard:
+  result = _search(domain, archive_dir, proposer)                     # the view alone keeps out
   session = proposer.sessions[0]
   assert session["submitted"] and result.archive.candidates[1].status == "evaluated"
   view = archive_view.view_of_directory(archive_dir, domain.name, domain.description, SEARCH,

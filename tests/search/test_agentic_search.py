@@ -115,6 +115,8 @@ def test_scripted_policy_greps_reads_runs_and_submits_a_patch_the_search_accepts
   session = json.loads(archive.raw_output(candidate.id))
   assert session["runs"][0]["task_ids"] == [instances[0].id, instances[1].id]
   assert session["rollouts"] == 2 == proposer.rollouts
+  costs = agentic_proposer.session_costs(tmp_path / "archive")
+  assert (costs["sessions"], costs["rollouts"], costs["prompt_tokens"]) == (1, 2, 400)
   assert "## tool search" in policy.seen[3]   # the run returned its episodes' tool calls
   # The conversation and what was read are saved with the candidate.
   assert [m["role"] for m in session["messages"]][:2] == ["system", "user"]

@@ -5,7 +5,8 @@
                              search_answers=archive_view.SEARCH_ANSWERS_BY_RECIPE["whale"],
                              withheld=archive_view.reference_strings(held_out))
   meta_harness.search(incoming, evaluate, proposer, archive_dir, ...)   # a drop-in proposer
-  proposer.rollouts, proposer.generated_tokens       # what its `run` calls cost, all sessions
+  proposer.rollouts, proposer.generated_tokens       # what its `run` calls cost, this process
+  session_costs(archive_dir)                         # the same from the saved sessions (resumes)
   proposer.config()                                  # for the run's config record
 
 propose(context, n) runs n sessions, one after another. Each session builds the archive view
@@ -202,6 +203,33 @@ class OpenAIToolClient:
                       int(usage.get("completion_tokens") or 0))
 
 
+def held_out_strings(splits, search_split="harness", held_out=("validation", "test")):
+  """The reference strings of the held-out splits (the `withheld` of a proposer)."""
+  if search_split in held_out:
+    raise ValueError(f"search_split={search_split!r} is one of the held-out splits {held_out}.")
+  return archive_view.reference_strings(
+      [instance for name in held_out for instance in splits.get(name, ())])
+
+
+def session_costs(archive_dir):
+  """{"sessions", "rollouts", "generated_tokens", "prompt_tokens", "completion_tokens"} summed
+  over the agentic sessions saved under archive_dir (so a resumed run counts them once)."""
+  totals = dict.fromkeys(("sessions", "rollouts", "generated_tokens", "prompt_tokens",
+                          "completion_tokens"), 0)
+  root = os.path.join(os.fspath(archive_dir), "agent_sessions")
+  if not os.path.isdir(root):
+    return totals
+  for folder in sorted(os.listdir(root)):
+    for name in sorted(os.listdir(os.path.join(root, folder))):
+      if not (name.startswith("session_") and name.endswith(".json")):
+        continue
+      session = archive_lib.read_json(os.path.join(root, folder, name))
+      totals["sessions"] += 1
+      for key in ("rollouts", "generated_tokens", "prompt_tokens", "completion_tokens"):
+        totals[key] += int(session.get(key, 0))
+  return totals
+
+
 class SandboxRunner:
   """(harness, task_ids) -> Evaluation: `run` of the agent on search tasks.
 
@@ -273,6 +301,7 @@ class AgenticProposer:
     self.max_lines, self.tokenizer = max_lines, tokenizer
     self.rollouts = self.generated_tokens = 0
     self.sessions = []
+    self._view = (None, None)   # (archive state, view): sessions of one iteration share it
 
   @property
   def instruction_version(self):
@@ -303,10 +332,14 @@ class AgenticProposer:
 
   def _session(self, context, index):
     archive = archive_lib.Archive(self.archive_dir)
-    view = archive_view.build_view(
-        archive, self.domain.name, self.domain.description, self.instances,
-        incumbent_id=context.incumbent_id, search_answers=self.search_answers,
-        withheld=self.withheld)
+    state = (len(archive.candidates), context.incumbent_id)
+    view = self._view[1] if self._view[0] == state else None
+    if view is None:
+      view = archive_view.build_view(
+          archive, self.domain.name, self.domain.description, self.instances,
+          incumbent_id=context.incumbent_id, search_answers=self.search_answers,
+          withheld=self.withheld)
+      self._view = (state, view)
     record = archive.get(context.incumbent_id) if context.incumbent_id in {
         c.id for c in archive.candidates} else None
     references = {i.id: archive_view.shown_reference(i, self.search_answers)
