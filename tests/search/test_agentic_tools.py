@@ -7,8 +7,10 @@ from whale_jax.harness import Harness
 from whale_jax.search import agent_tools
 from whale_jax.search import agentic_proposer
 from whale_jax.search import archive_view
+from whale_jax.search import evaluation
 from whale_jax.search import meta_harness
 from whale_jax.search.proposal import Proposal
+from whale_jax.search.tool_calls import ToolCall
 
 TOPK_PATCH = "<<<<<<< SEARCH\nTOPK = 1\n=======\nTOPK = 3\n>>>>>>> REPLACE\n"
 REMINDER_PATCH = ("<<<<<<< SEARCH\nTOPK = 1\n=======\nTOPK = 1\nNOTE = 'only the short "
@@ -138,3 +140,35 @@ def test_budgets_are_validated():
     agent_tools.AgentBudgets(max_steps=0)
   with pytest.raises(ValueError, match="search_answers='all'"):
     archive_view.check_search_answers("all")
+
+
+class RunThenSubmit:
+  def __init__(self):
+    self.step = 0
+
+  def complete(self, messages, tools, **sampling):
+    self.step += 1
+    if self.step == 1:
+      call = ToolCall("run", {"patch": TOPK_PATCH, "num_tasks": 2})
+    else:
+      call = ToolCall("submit", {"patch": TOPK_PATCH, "hypothesis": "more passages"})
+    return agentic_proposer.AgentReply({"role": "assistant", "content": call.name}, (call,))
+
+
+def test_an_unbound_proposer_is_bound_to_each_search(domain, tmp_path):
+  instances = domain.splits()["harness"]
+  unbound = agentic_proposer.AgenticProposer(RunThenSubmit(), None, domain, None,
+                                             use_run_tool=True)
+  with pytest.raises(RuntimeError, match="for_search"):
+    unbound.propose(None, 1)
+  evaluate = fakes.FakeEvaluate()
+  bound = unbound.for_search(tmp_path / "archive", evaluate, instances, seed=5)
+  result = meta_harness.search(Harness(domain.seed_harness, origin="seed"), evaluate, bound,
+                               tmp_path / "archive", domain=domain, instances=instances,
+                               iterations=2, candidates_per_iteration=1, weights_id="w0",
+                               seed=5)
+  assert result.archive.candidates[1].status == "evaluated"
+  run_call = evaluate.calls[1]          # after the incoming harness's evaluation
+  assert run_call[1] == [i.id for i in instances[:2]]
+  assert run_call[2] == [evaluation.sample_key(5, i.id) for i in instances[:2]]
+  assert bound.rollouts == 2 and unbound.rollouts == 0 and unbound.archive_dir is None

@@ -9,6 +9,10 @@
   session_costs(archive_dir)                         # the same from the saved sessions (resumes)
   proposer.config()                                  # for the run's config record
 
+  # built once from a config, bound to each search's archive by the loop:
+  unbound = AgenticProposer(client, None, domain, None, use_run_tool=True, ...)
+  proposer = unbound.for_search(archive_dir, evaluate, splits["harness"], seed)
+
 propose(context, n) runs n sessions, one after another. Each session builds the archive view
 (whale_jax.search.archive_view) as the archive stands, gives the model the domain's
 instructions (whale_jax.search.steering) and the tools of whale_jax.search.agent_tools, and
@@ -36,6 +40,7 @@ A chat client is any object with complete(messages, tools, **sampling) -> AgentR
                         does not parse calls (whale_jax.serve).
   (CLI coding agents are a separate proposer: whale_jax.search.cli_agent.)
 """
+import copy
 import dataclasses
 import http.client
 import json
@@ -266,10 +271,12 @@ class AgenticProposer:
 
   Args:
     client: a chat client with complete(messages, tools, **sampling).
-    archive_dir: the search's archive directory (the view is built from it).
+    archive_dir: the search's archive directory (the view is built from it); None leaves the
+      proposer unbound until for_search.
     domain: the tasks.Domain (name, description, allowed imports).
-    instances: the search split.
-    runner: (harness, task_ids) -> Evaluation for `run` (e.g. SandboxRunner); None: no `run`.
+    instances: the search split (None while unbound).
+    runner: (harness, task_ids) -> Evaluation for `run` (e.g. SandboxRunner); None: no `run`
+      (unless use_run_tool, where for_search makes a SandboxRunner).
     budgets: AgentBudgets per session.
     search_answers: one of archive_view.SEARCH_ANSWER_MODES (per-recipe defaults in
       archive_view.SEARCH_ANSWERS_BY_RECIPE).
@@ -280,20 +287,25 @@ class AgenticProposer:
     seed: base seed of the model calls (None: no seed is sent).
     max_lines: the search's line limit for candidates.
     tokenizer: counts tokens when the client does not report them.
+    use_run_tool: for_search gives the bound proposer a SandboxRunner over its evaluate.
   """
 
   def __init__(self, client, archive_dir, domain, instances, runner=None,
                budgets=agent_tools.AgentBudgets(), search_answers="none", withheld=(),
                instructions=None, name="agentic", sampling=None, seed=0,
-               max_lines=None, tokenizer=None):
+               max_lines=None, tokenizer=None, use_run_tool=False):
     if not callable(getattr(client, "complete", None)):
       raise TypeError(f"AgenticProposer needs a client with complete(messages, tools, "
                       f"**sampling); got {type(client).__name__}.")
-    self.client, self.archive_dir, self.domain = client, os.fspath(archive_dir), domain
-    self.instances = list(instances)
-    if not self.instances:
+    self.client, self.domain = client, domain
+    self.archive_dir = None if archive_dir is None else os.fspath(archive_dir)
+    self.instances = None if instances is None else list(instances)
+    if self.instances is not None and not self.instances:
       raise ValueError("AgenticProposer needs the search split: a non-empty list of instances.")
-    self.runner, self.budgets = runner, budgets
+    if (self.archive_dir is None) != (self.instances is None):
+      raise ValueError("Give AgenticProposer both archive_dir and instances, or neither (then "
+                       "bind it to a search with for_search).")
+    self.runner, self.budgets, self.use_run_tool = runner, budgets, use_run_tool
     self.search_answers = archive_view.check_search_answers(search_answers)
     self.withheld = frozenset(withheld)
     self.instructions = instructions or steering.load_instructions(domain.name)
@@ -315,9 +327,23 @@ class AgenticProposer:
     """What the run's config records about this proposer."""
     return {"proposer": self.name, "kind": "agentic", "search_answers": self.search_answers,
             "budgets": self.budgets.to_json(), "instructions": self.instructions.to_json(),
-            "run_tool": self.runner is not None, "sampling": self.sampling}
+            "run_tool": self.runner is not None or self.use_run_tool,
+            "sampling": self.sampling}
+
+  def for_search(self, archive_dir, evaluate, instances, seed=0):
+    """A copy bound to one search: its archive, its search split, `run` over its evaluate."""
+    bound = copy.copy(self)
+    bound.archive_dir, bound.instances = os.fspath(archive_dir), list(instances)
+    if self.use_run_tool:
+      bound.runner = SandboxRunner(evaluate, instances, seed)
+    bound.rollouts = bound.generated_tokens = 0
+    bound.sessions, bound._view = [], (None, None)
+    return bound
 
   def propose(self, context, n):
+    if self.archive_dir is None:
+      raise RuntimeError("This AgenticProposer is not bound to a search: call "
+                         "for_search(archive_dir, evaluate, instances) and use what it returns.")
     return [self._session(context, index) for index in range(n)]
 
   def _system(self, context):

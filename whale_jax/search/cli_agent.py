@@ -37,6 +37,7 @@ the session is recorded (command, exit status, time, output, cost, the files it 
 the proposal's raw_output and under archive_dir/agent_sessions/iteration_NNN/cli_session_KK.json,
 and a proposal comes back (with error set when nothing can be evaluated), so the search goes on.
 """
+import copy
 import json
 import os
 import shlex
@@ -369,7 +370,7 @@ class CliAgentProposer:
     command: a list of strings, or a str split as a shell would (placeholders {prompt},
       {workdir}, {instructions}, {max_cost_usd}, {wall_clock_seconds}).
     archive_dir, domain, instances: the search's archive directory, tasks.Domain and search
-      split.
+      split (archive_dir and instances None: unbound until for_search).
     runner: runs the command confined (default BwrapRunner()); any object with
       run(argv, workdir, timeout_seconds) -> CommandResult.
     wall_clock_seconds: the longest a session may take (then it is killed).
@@ -392,8 +393,9 @@ class CliAgentProposer:
       raise ValueError(f"command={command!r} must be a non-empty list of strings (or a str).")
     if not wall_clock_seconds > 0:
       raise ValueError(f"wall_clock_seconds={wall_clock_seconds!r} must be > 0.")
-    self.archive_dir, self.domain = os.fspath(archive_dir), domain
-    self.instances = list(instances)
+    self.domain = domain
+    self.archive_dir = None if archive_dir is None else os.fspath(archive_dir)
+    self.instances = None if instances is None else list(instances)
     self.runner = runner if runner is not None else BwrapRunner()
     self.wall_clock_seconds, self.max_cost_usd = float(wall_clock_seconds), max_cost_usd
     self.search_answers = archive_view.check_search_answers(search_answers)
@@ -417,7 +419,19 @@ class CliAgentProposer:
             "search_answers": self.search_answers, "instructions": self.instructions.to_json(),
             "runner": describe() if describe else type(self.runner).__name__}
 
+  def for_search(self, archive_dir, evaluate, instances, seed=0):
+    """A copy bound to one search's archive and search split (evaluate and seed unused: the
+    CLI agent has no `run`)."""
+    del evaluate, seed
+    bound = copy.copy(self)
+    bound.archive_dir, bound.instances, bound.sessions = os.fspath(archive_dir), list(
+        instances), []
+    return bound
+
   def propose(self, context, n):
+    if self.archive_dir is None:
+      raise RuntimeError("This CliAgentProposer is not bound to a search: call "
+                         "for_search(archive_dir, evaluate, instances) and use what it returns.")
     return [self._session(context, index) for index in range(n)]
 
   def _instructions_text(self, context):
