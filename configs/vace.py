@@ -25,9 +25,11 @@ Methods (one word of the argument; default vace), each on the same splits and bu
                 trajectories at W0 under the current harness, then one gated candidate
                 (the paper's harness-only: W0 fixed, gate on).
   sia           harness search at W0 first, then GRPO with the harness it found fixed
-                (recipe "sia"). Departure: its harness phase is Meta-Harness search on the
-                harness split, without the validation gate; the paper splits leave no
-                harness split, so use it with smoke (or give the domain a harness split).
+                (recipe "sia"). Departures: its harness phase is Meta-Harness search on the
+                harness split, without the validation gate; the paper's splits leave no
+                harness split, so SIA_HARNESS_SPLIT training tasks become one (a guess), its
+                GRPO phase gets the same number of updates over the rest, and its
+                validation and test draws are not the other methods' (same sizes).
   static        the seed pair, evaluated only (recipe "weight_only" with a rollout budget
                 too small for one weight step).
 Departures: DAPO's oversampling (drawing more prompts until a step has prompt_batch groups
@@ -55,6 +57,7 @@ DOMAINS = {
 HARNESS_TRIALS = {"docqa": 12, "toolflow": 32}   # Table 3: harness proposals per run
 BLOCK_STEPS = 5                                  # guess: GRPO steps per block (Table 4)
 PROMPT_BATCH = 32                                # guess: prompts per GRPO step
+SIA_HARNESS_SPLIT = 24                           # guess: training tasks SIA searches on
 METHODS = {"vace": "vace", "whale_style": "ungated", "rl_only": "weight_only",
            "harness_only": "vace", "sia": "sia", "static": "weight_only"}
 SMOKE_DOMAINS = {
@@ -111,6 +114,11 @@ def get_config(arg: str = "docqa"):
   if "smoke" in args:
     smoke(config, domain)
   _method(config, method)
+  if method == "sia" and "smoke" not in args:
+    sizes = config.domain.split_sizes
+    sizes.update(weight=sizes["weight"] - SIA_HARNESS_SPLIT, harness=SIA_HARNESS_SPLIT)
+    config.baseline.total_weight_epochs = _rl_epochs(
+        HARNESS_TRIALS[domain] * BLOCK_STEPS, PROMPT_BATCH, sizes["weight"])
   return config
 
 

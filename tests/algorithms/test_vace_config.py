@@ -61,8 +61,11 @@ def test_every_argument_builds_and_passes_the_config_check(tmp_path):
       assert (config.vace.num_cycles, config.vace.block_steps) == (2, 1)
       continue
     sizes = config.domain.split_sizes
-    assert (sizes["weight"], sizes["validation"], sizes["test"]) == PAPER_SPLITS[domain]
-    assert sizes["harness"] == 0
+    train, validation, test = PAPER_SPLITS[domain]
+    harness = vace.SIA_HARNESS_SPLIT if method == "sia" else 0   # SIA searches on a split
+    assert (sizes["weight"] + sizes["harness"], sizes["validation"], sizes["test"]) == (
+        train, validation, test)
+    assert sizes["harness"] == harness
     assert config.loop.eval_num_samples == 3 and config.loop.filter_zero_advantage
     assert config.vace.num_cycles == PAPER_TRIALS[domain]
     # RL-only and SIA get as many GRPO updates as VACE's blocks hold (hand-computed:
