@@ -172,3 +172,25 @@ def test_an_unbound_proposer_is_bound_to_each_search(domain, tmp_path):
   assert run_call[1] == [i.id for i in instances[:2]]
   assert run_call[2] == [evaluation.sample_key(5, i.id) for i in instances[:2]]
   assert bound.rollouts == 2 and unbound.rollouts == 0 and unbound.archive_dir is None
+
+
+def test_a_failing_runtime_under_run_ends_the_session_with_a_recorded_error(domain, tmp_path):
+  instances = domain.splits()["harness"]
+
+  def broken_evaluate(harness, task_instances, keys):
+    if harness.source != domain.seed_harness:
+      raise RuntimeError("HarnessRuntime.submit() after close()")
+    return fakes.FakeEvaluate()(harness, task_instances, keys)
+
+  proposer = agentic_proposer.AgenticProposer(
+      RunThenSubmit(), None, domain, None, use_run_tool=True).for_search(
+          tmp_path / "archive", broken_evaluate, instances)
+  result = meta_harness.search(Harness(domain.seed_harness, origin="seed"), broken_evaluate,
+                               proposer, tmp_path / "archive", domain=domain,
+                               instances=instances, iterations=2, candidates_per_iteration=1,
+                               weights_id="w0")
+  session, = proposer.sessions
+  assert session["stop_reason"] == "tool_error" and "after close()" in session["error"]
+  rejected = result.archive.candidates[1]
+  assert rejected.reasons[0]["code"] == "proposer_error"
+  assert "The run tool raised RuntimeError" in rejected.reasons[0]["message"]

@@ -26,6 +26,7 @@ runs). What can go wrong is answered, recorded and never fatal:
   budget            steps or tokens ran out without a submission: the session returns a
                     Proposal with error set, which the search rejects (proposer_error).
   client_error      the chat client raised: the same, with the client's message.
+  tool_error        a tool raised (e.g. the runtime under `run` failed): the same.
 The whole conversation (messages, tool schemas, every event, what was read, the runs, the
 instructions' name, version and hash, token counts) is the proposal's raw_output (JSON), so it
 is saved with the candidate (proposal.txt), and also under
@@ -418,12 +419,19 @@ class AgenticProposer:
                                "text": call.text[:400], "error": call.error})
           messages.append(tool_message(call, f"ERROR: malformed tool call: {call.error}"))
           continue
-        result = tools.call(call.name, call.arguments)
+        try:
+          result = tools.call(call.name, call.arguments)
+        except Exception as raised:  # pylint: disable=broad-except
+          stop_reason = "tool_error"   # e.g. the runtime under `run` failed: not the model's
+          error = f"The {call.name} tool raised {type(raised).__name__}: {raised}"
+          break
         if not result.ok:
           counts[result.kind] = counts.get(result.kind, 0) + 1
         messages.append(tool_message(call, agent_tools.render_result(result)))
         if tools.submission is not None:
           break
+      if stop_reason:
+        break
       if tools.submission is None and steps == self.budgets.max_steps - 1:
         messages.append({"role": "user", "content": LAST_STEP})
     self.rollouts += tools.rollouts
