@@ -85,7 +85,7 @@ def _fake_run(num_weight, seed=0, prompt_batch=4):
   pool = [types.SimpleNamespace(id=f"w{i}") for i in range(num_weight)]
   domain = types.SimpleNamespace(splits=lambda: {"weight": pool, "harness": [1] * 6})
   return types.SimpleNamespace(
-      splits=domain.splits(), state=loop.fresh_state("src"),
+      splits=domain.splits(), state=loop.LoopState(incumbent="src"),
       loop=options.LoopConfig(seed=seed, prompt_batch=prompt_batch, candidates_per_iteration=3),
       counts=types.SimpleNamespace(training=0))
 
@@ -95,7 +95,7 @@ def test_data_cursor_visits_each_instance_once_per_epoch_and_persists():
   first = [i.id for i in loop.next_prompts(run, 6)]
   second = [i.id for i in loop.next_prompts(run, 4)]
   assert sorted(first + second) == [f"w{i}" for i in range(10)]
-  assert run.state["cursor"] == 10 and loop.epochs_done(run) == 1.0
+  assert run.state.cursor == 10 and loop.epochs_done(run) == 1.0
   third = [i.id for i in loop.next_prompts(run, 10)]
   assert sorted(third) == sorted(first + second) and third != first + second  # new order
 
@@ -136,7 +136,7 @@ def test_a_weight_step_starts_only_when_its_rollouts_fit():
 def test_adaptive_weight_phase_stops_after_patience_without_a_new_window_best(rewards,
                                                                             patience, stop):
   run = _fake_run(10)
-  run.state["phase_rewards"] = rewards
+  run.state.phase_rewards = rewards
   assert whale.adaptive_stop(run, window=2, patience=patience) == stop
 
 

@@ -62,13 +62,13 @@ def _harness_candidate_archived(workdir):
 def _final_state(workdir):
   run = experiment.build_run(tiny.tiny_config("whale"), workdir, show_progress=False)
   try:
-    params = jax.device_get(run.policy.state["params"])
+    params = jax.device_get(run.policy.state.params)
     archive_rows = [json.loads(line) for line in
                     open(os.path.join(workdir, "archive", "cycle_000", "summary.jsonl"))]
     metrics = [{k: v for k, v in json.loads(line).items()
                 if not any(word in k for word in VOLATILE)}
                for line in open(os.path.join(workdir, "metrics.jsonl"))]
-    return params, run.state["incumbent"], run.counts.to_json(), archive_rows, metrics
+    return params, run.state.incumbent, run.counts.to_json(), archive_rows, metrics
   finally:
     run.runtime.close()
     run.policy.close()

@@ -31,7 +31,7 @@ def _weights(run, baseline_config, budget_rollouts):
   stop = None
   if budget_rollouts:
     stop = lambda run: not whale.weight_step_fits(run, budget_rollouts)
-    total_steps = min(total_steps, run.state["phase_steps"] +  # what the progress bar shows
+    total_steps = min(total_steps, run.state.phase_steps +  # what the progress bar shows
                       whale.weight_steps_that_fit(run, budget_rollouts))
   if whale.weight_step_fits(run, budget_rollouts):
     loop.weight_steps(run, loop.incumbent(run), total_steps, _step_fn(baseline_config),
@@ -46,14 +46,14 @@ def _harness(run, baseline_config, budget_rollouts, label):
 
 
 def _stages(run, stages, recipe):
-  """Runs named stages in order, resuming at run.state['phase']."""
-  if run.state["phase"] == "start":
+  """Runs named stages in order, resuming at run.state.phase."""
+  if run.state.phase == "start":
     loop.maybe_evaluate(run, force=True)
     loop.start_phase(run, stages[0][0])
     loop.checkpoint(run)
   names = [name for name, _ in stages]
-  while run.state["phase"] in names:
-    index = names.index(run.state["phase"])
+  while run.state.phase in names:
+    index = names.index(run.state.phase)
     stages[index][1]()
     loop.maybe_evaluate(run)
     loop.start_phase(run, names[index + 1] if index + 1 < len(names) else "finishing")

@@ -311,7 +311,7 @@ def build_run(config, workdir, show_progress=True):
       runtime=runtime, domain=domain, sampling=sampling,
       eval_sampling=sampling.replace(**section(config, "eval_sampling")), proposer=proposer,
       log=run_log.RunLog(workdir, enabled=jax.process_index() == 0),
-      counts=run_log.RolloutCounts(), state=loop.fresh_state(domain.seed_harness),
+      counts=run_log.RolloutCounts(), state=loop.LoopState(incumbent=domain.seed_harness),
       manager=manager, tokenizer=tokenizer, show_progress=show_progress)
   loop.restore(run, train_state.abstract(model_config, policy.optimizer, mesh,
                                          rules.TRAIN_RULES))

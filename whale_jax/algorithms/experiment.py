@@ -77,7 +77,7 @@ def run_one(config, workdir, recipe, show_progress=True):
   try:
     run.log.write_config(json.loads(config.to_json_best_effort()) if hasattr(
         config, "to_json_best_effort") else dict(config))
-    if run.state["done"]:
+    if run.state.done:
       logging.info("%s already finished; reporting its summary.", workdir)
       return loop.summary(run, recipe)
     return run_recipe(run, recipe, config)

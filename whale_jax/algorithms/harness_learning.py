@@ -10,7 +10,7 @@ or the solver's for a copy) and training options (proposer_training: PolicyConfi
 empty: config.training). One revision step (context, judging) is search/revision.py, its
 reward search/reward.py, the samples the proposer trains on algorithms/samples.py.
 
-Phases, in order (run.state["phase"]); "adapt_<stage>" follows each stage in adapt_stages:
+Phases, in order (run.state.phase); "adapt_<stage>" follows each stage in adapt_stages:
   adapt_base      (optional) test-time adaptation with the untrained proposer.
   demonstrations  on demonstration_contexts contexts from the SFT domains every teacher
                   (teachers: proposer sections as in config.search, i.e. the edit library
@@ -190,7 +190,7 @@ def save(run, proposer):
   """Saves the proposer at the step the loop checkpoint takes next, then the loop checkpoint."""
   if run.manager is None:
     return
-  step = run.state.get("saves", 0) + 1
+  step = run.state.saves + 1
   if proposer.manager is not None:
     if step in checkpoint_lib.all_steps(proposer.manager):  # written before a kill
       proposer.manager.delete(step)
@@ -200,7 +200,7 @@ def save(run, proposer):
 
 def restore_proposer(run, proposer):
   """Restores the proposer saved with the loop's checkpoint; False when there is none."""
-  step = run.state.get("saves", 0)
+  step = run.state.saves
   if proposer.manager is None or not step:
     return False
   if step not in checkpoint_lib.all_steps(proposer.manager):
@@ -272,7 +272,7 @@ def _directory(run, *parts):
 
 
 def _notes(run):
-  return run.state["notes"].setdefault("harness_learning", {
+  return run.state.notes.setdefault("harness_learning", {
       "demonstrations": 0, "carried": {}, "adaptation": {}, "proposer_prompt_tokens": 0,
       "proposer_completion_tokens": 0})
 
@@ -526,12 +526,12 @@ def run_harness_learning(run, hl_config, solver_training, domain_section):
 def _run_phases(run, hl_config, proposer, domain_section):
   state = run.state
   sequence = phases(hl_config)
-  if state["phase"] == "start":
+  if state.phase == "start":
     loop.evaluate_test(run, Harness(run.domain.seed_harness, origin="seed"), label="seed")
     loop.start_phase(run, sequence[0] if sequence else "done")
     save(run, proposer)
-  while state["phase"] != "done":
-    phase = state["phase"]
+  while state.phase != "done":
+    phase = state.phase
     if phase == "demonstrations":
       teachers = [builders.build_proposer(section, run.policy, run.tokenizer)
                   for section in hl_config.teachers]
@@ -541,20 +541,20 @@ def _run_phases(run, hl_config, proposer, domain_section):
       sft(run, hl_config, proposer, read_demonstrations(run))
     elif phase == "grpo":
       domains = training_domains(run, domain_section, hl_config.grpo_domains)
-      progress = tqdm.tqdm(total=hl_config.grpo_steps, initial=state["phase_steps"],
+      progress = tqdm.tqdm(total=hl_config.grpo_steps, initial=state.phase_steps,
                            desc="proposer GRPO", disable=not run.show_progress, leave=False)
-      while state["phase_steps"] < hl_config.grpo_steps:
-        grpo_step(run, hl_config, proposer, domains, state["phase_steps"])
-        state["phase_steps"] += 1
+      while state.phase_steps < hl_config.grpo_steps:
+        grpo_step(run, hl_config, proposer, domains, state.phase_steps)
+        state.phase_steps += 1
         progress.update(1)
-        if state["phase_steps"] % run.loop.checkpoint_every_steps == 0:
+        if state.phase_steps % run.loop.checkpoint_every_steps == 0:
           save(run, proposer)
       progress.close()
     elif phase.startswith("adapt_"):
       for rule in hl_config.selection_rules:
         adapt(run, hl_config, proposer, phase[len("adapt_"):], rule)
     else:
-      raise ValueError(f"run.state['phase']={phase!r} is not a Harness Learning phase "
+      raise ValueError(f"run.state.phase={phase!r} is not a Harness Learning phase "
                        f"({sequence}); was this workdir written by another recipe?")
     following = sequence.index(phase) + 1
     loop.start_phase(run, sequence[following] if following < len(sequence) else "done")
@@ -572,8 +572,8 @@ def finish(run, hl_config, proposer):
     primary = f"{last_stage}_{hl_config.selection_rules[0]}"
   if primary in adaptation:
     loop.set_incumbent(run, Harness(adaptation[primary]["current"]))
-  run.state["done"] = True
-  run.state["phase"] = "done"
+  run.state.done = True
+  run.state.phase = "done"
   save(run, proposer)
   result = loop.summary(run, "harness_learning")
   notes = _notes(run)

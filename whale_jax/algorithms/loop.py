@@ -6,8 +6,8 @@ Run. The Run holds everything an experiment touches:
   run.policy      the solver being trained (algorithms/policy.py) and its sampler
   run.runtime     sandboxed harness episodes, served by run.policy.sampler
   run.domain, run.splits, run.proposer, run.log (metrics), run.counts (rollouts per phase)
-  run.state       the loop's own state (a JSON dict): cycle, phase, step counters, data
-                  cursor, incumbent harness, evaluation history, ...
+  run.state       the loop's own state (LoopState, a dataclass checkpointed as JSON): cycle,
+                  phase, step counters, data cursor, incumbent harness, evaluation history
 
 Phases:
   rsft_step(run, harness)       one online RSFT step (SPEC 1.5): a prompt batch from the
@@ -38,35 +38,102 @@ import tqdm
 
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import options
+from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
+from whale_jax.sampling import SamplingParams
 from whale_jax.search import atomic_files
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import meta_harness
 from whale_jax.search import seeds as seeds_lib
 from whale_jax.search import validation_gate
+from whale_jax.tasks import domain as domain_lib
 from whale_jax.train import checkpoint as checkpoint_lib
 
 
 @dataclasses.dataclass
+class LoopState:
+  """The loop's own state: everything a resumed run needs besides the train state (it is
+  checkpointed as JSON with it, see checkpoint()).
+
+  Attributes:
+    incumbent: the current harness's source.
+    cycle: alternation cycles finished.
+    phase: the recipe's current phase ("start", "weight", "harness", ..., "done").
+    weight_steps: weight steps taken in the run; phase_steps: in the current phase.
+    cursor: weight-split instances handed out so far (next_prompts).
+    next_eval_rollouts: training rollouts at which the next test evaluation is due.
+    evaluations: one record per test evaluation (evaluate_test).
+    phase_rewards: mean training reward of each weight step of the current phase.
+    gate_decisions: {"label", "accepted", "mean_difference"} per validation gate.
+    metrics_rows: rows of metrics.jsonl when the checkpoint was taken.
+    saves: checkpoints taken (the orbax step of the next one is saves + 1).
+    done: the recipe finished.
+    notes: the recipe's own JSON state: "pairs" (VACE's (weights, harness) pairs),
+      "harness_learning" (harness_learning.py's phases, adaptation rounds, token counts).
+  """
+  incumbent: str
+  cycle: int = 0
+  phase: str = "start"
+  weight_steps: int = 0
+  phase_steps: int = 0
+  cursor: int = 0
+  next_eval_rollouts: int = 0
+  evaluations: list = dataclasses.field(default_factory=list)
+  phase_rewards: list = dataclasses.field(default_factory=list)
+  gate_decisions: list = dataclasses.field(default_factory=list)
+  metrics_rows: int = 0
+  saves: int = 0
+  done: bool = False
+  notes: dict = dataclasses.field(default_factory=dict)
+
+  def to_json(self):
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_json(cls, value):
+    """The state a checkpoint holds; a key LoopState lacks is refused."""
+    fields = {field.name for field in dataclasses.fields(cls)}
+    unknown = set(value) - fields
+    if unknown:
+      raise ValueError(f"The checkpoint's loop state has keys {sorted(unknown)} that LoopState "
+                       "lacks; was it written by another version of whale_jax?")
+    return cls(**value)
+
+
+@dataclasses.dataclass
 class Run:
-  """Everything one experiment touches (see the module docstring)."""
+  """Everything one experiment touches (see the module docstring).
+
+  Attributes:
+    workdir: the run directory; loop: options.LoopConfig.
+    policy: the solver (algorithms/policy.Policy); runtime: a HarnessRuntime (or, on a
+      multi-host run, hosts.ShardedRuntime) served by its sampler.
+    domain: the tasks.Domain; proposer: anything with propose(context, n) and a name.
+    sampling, eval_sampling: SamplingParams of training rollouts and search evaluations,
+      and of test evaluations.
+    log, counts: the metrics log and rollout counters; state: the LoopState.
+    manager: the orbax CheckpointManager (None: no checkpoints).
+    tokenizer: the solver's tokenizer.
+    last_batch: the RolloutBatch of the latest GRPO step (VACE records its trajectories).
+  """
   workdir: str
   loop: options.LoopConfig
-  policy: object
+  policy: policy_lib.Policy
   runtime: object
-  domain: object
-  sampling: object          # SamplingParams of training rollouts and search evaluations
-  eval_sampling: object     # SamplingParams of test evaluations
+  domain: domain_lib.Domain
+  sampling: SamplingParams
+  eval_sampling: SamplingParams
   proposer: object
   log: run_log.RunLog
   counts: run_log.RolloutCounts
-  state: dict
+  state: LoopState
   manager: object = None
   tokenizer: object = None
   show_progress: bool = True
+  last_batch: rollouts_lib.RolloutBatch | None = None
 
   @property
   def splits(self):
@@ -81,21 +148,13 @@ class Run:
     return self.workdir if index == 0 else os.path.join(self.workdir, "hosts", f"host_{index}")
 
 
-def fresh_state(seed_harness_source):
-  """The loop state of a run that has not started."""
-  return {"cycle": 0, "phase": "start", "weight_steps": 0, "phase_steps": 0, "cursor": 0,
-          "incumbent": seed_harness_source, "next_eval_rollouts": 0, "evaluations": [],
-          "phase_rewards": [], "gate_decisions": [], "metrics_rows": 0, "done": False,
-          "notes": {}}
-
-
 def incumbent(run):
-  return Harness(run.state["incumbent"], origin="incumbent")
+  return Harness(run.state.incumbent, origin="incumbent")
 
 
 def set_incumbent(run, harness):
   """Makes harness the incumbent; on a multi-host run, host 0's choice on every host."""
-  run.state["incumbent"] = hosts.agree_on_harness(harness.source)
+  run.state.incumbent = hosts.agree_on_harness(harness.source)
 
 
 # --- checkpoints -------------------------------------------------------------------------
@@ -104,10 +163,10 @@ def checkpoint(run):
   """Saves the train state with the loop state; waits for nothing (see train/checkpoint)."""
   if run.manager is None:
     return
-  run.state["metrics_rows"] = len(run_log.read_metrics(run.workdir))
-  extra = {"loop": run.state, "counts": run.counts.to_json()}
-  run.state["saves"] = run.state.get("saves", 0) + 1  # orbax steps must increase
-  checkpoint_lib.save(run.manager, run.state["saves"], run.policy.state, extra=extra)
+  run.state.metrics_rows = len(run_log.read_metrics(run.workdir))
+  run.state.saves += 1  # orbax steps must increase; the saved state holds its own step
+  extra = {"loop": run.state.to_json(), "counts": run.counts.to_json()}
+  checkpoint_lib.save(run.manager, run.state.saves, run.policy.state, extra=extra)
 
 
 def restore(run, abstract_state):
@@ -116,12 +175,12 @@ def restore(run, abstract_state):
     return False
   state, extra = checkpoint_lib.restore(run.manager, abstract_state)
   run.policy.set_state(state)
-  run.state = extra["loop"]
+  run.state = LoopState.from_json(extra["loop"])
   run.counts = run_log.RolloutCounts.from_json(extra["counts"])
   if run.log.enabled:  # host 0 writes the metrics
-    _truncate_metrics(run.workdir, run.state["metrics_rows"])
+    _truncate_metrics(run.workdir, run.state.metrics_rows)
   logging.info("Resumed %s at cycle %d, phase %s, weight step %d, %d training rollouts.",
-               run.workdir, run.state["cycle"], run.state["phase"], run.state["weight_steps"],
+               run.workdir, run.state.cycle, run.state.phase, run.state.weight_steps,
                run.counts.training)
   return True
 
@@ -149,16 +208,16 @@ def next_prompts(run, count):
                      "size (-1 = all remaining instances).")
   chosen = []
   for _ in range(count):
-    epoch, index = divmod(run.state["cursor"], len(pool))
+    epoch, index = divmod(run.state.cursor, len(pool))
     order = np.random.default_rng(
         seeds_lib.derive_seed(run.loop.seed, "data_order", epoch)).permutation(len(pool))
     chosen.append(pool[order[index]])
-    run.state["cursor"] += 1
+    run.state.cursor += 1
   return chosen
 
 
 def epochs_done(run):
-  return run.state["cursor"] / max(len(run.splits["weight"]), 1)
+  return run.state.cursor / max(len(run.splits["weight"]), 1)
 
 
 def steps_for_epochs(run, epochs):
@@ -171,18 +230,18 @@ def steps_for_epochs(run, epochs):
 def _collect_weight_batch(run, harness):
   prompts = next_prompts(run, run.loop.prompt_batch)
   batch = rollouts_lib.collect(run.runtime, run.domain, harness, prompts, run.sampling,
-                               run.loop.num_samples, ("weight", run.state["weight_steps"]),
+                               run.loop.num_samples, ("weight", run.state.weight_steps),
                                run.loop.seed)
   run.counts.add("weight", batch.num_rollouts, batch.num_generated_tokens)
   return batch
 
 
 def _finish_weight_step(run, kind, batch, history, extra):
-  run.state["weight_steps"] += 1
-  run.state["phase_steps"] += 1
+  run.state.weight_steps += 1
+  run.state.phase_steps += 1
   reward = batch.mean_score()
-  run.state["phase_rewards"].append(reward)
-  metrics = {"reward": reward, "epoch": epochs_done(run), "weight_step": run.state["weight_steps"],
+  run.state.phase_rewards.append(reward)
+  metrics = {"reward": reward, "epoch": epochs_done(run), "weight_step": run.state.weight_steps,
              "optimizer_steps": len(history), **extra}
   if history:
     metrics["loss"] = float(np.mean([h["loss"] for h in history]))
@@ -206,7 +265,7 @@ def rsft_step(run, harness):
 
 
 def grpo_step(run, harness):
-  """One GRPO step; returns its metrics (and keeps the batch in run.state['last_batch'])."""
+  """One GRPO step; returns its metrics (and keeps the batch in run.last_batch)."""
   batch = _collect_weight_batch(run, harness)
   advantages, kept = samples_lib.group_advantages(  # [P, G], [P]
       batch.scores, run.loop.advantage_normalization, run.loop.filter_zero_advantage)
@@ -227,15 +286,15 @@ def grpo_step(run, harness):
 
 
 def weight_steps(run, harness, num_steps, step_fn=rsft_step, label="weight", stop=None):
-  """Runs weight steps until run.state['phase_steps'] reaches num_steps (or stop(run) says
+  """Runs weight steps until run.state.phase_steps reaches num_steps (or stop(run) says
   so), checkpointing as configured; resumes mid-phase from run.state."""
-  progress = tqdm.tqdm(total=num_steps, initial=run.state["phase_steps"], desc=label,
+  progress = tqdm.tqdm(total=num_steps, initial=run.state.phase_steps, desc=label,
                        disable=not run.show_progress, leave=False)
-  while run.state["phase_steps"] < num_steps:
+  while run.state.phase_steps < num_steps:
     step_fn(run, harness)
     progress.update(1)
     maybe_evaluate(run)
-    if run.state["weight_steps"] % run.loop.checkpoint_every_steps == 0:
+    if run.state.weight_steps % run.loop.checkpoint_every_steps == 0:
       checkpoint(run)
     if stop is not None and stop(run):
       break
@@ -243,9 +302,9 @@ def weight_steps(run, harness, num_steps, step_fn=rsft_step, label="weight", sto
 
 
 def start_phase(run, phase):
-  run.state["phase"] = phase
-  run.state["phase_steps"] = 0
-  run.state["phase_rewards"] = []
+  run.state.phase = phase
+  run.state.phase_steps = 0
+  run.state.phase_rewards = []
 
 
 # --- harness steps -----------------------------------------------------------------------
@@ -285,7 +344,7 @@ def gate(run, current, candidate, label):
       log_path=os.path.join(run.host_dir, "gate_decisions.jsonl"))
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   decision = result.decision
-  run.state["gate_decisions"].append({"label": label, "accepted": decision.accepted,
+  run.state.gate_decisions.append({"label": label, "accepted": decision.accepted,
                                       "mean_difference": decision.mean_difference})
   run.log.log("harness", run.counts.training, label=label, gate_accepted=decision.accepted,
               gate_n=decision.n, gate_mean_difference=decision.mean_difference,
@@ -318,9 +377,9 @@ def evaluate_test(run, harness=None, label=""):
   behaviour = run.domain.metrics(instances, trajectories, scores)
   record = {"rollouts": run.counts.training, "test_mean": batch.mean_score(),
             "weights_id": run.policy.weights_id, "harness_hash": harness.hash,
-            "cycle": run.state["cycle"], "label": label,
+            "cycle": run.state.cycle, "label": label,
             "per_task": batch.per_instance_mean()}
-  run.state["evaluations"].append(record)
+  run.state.evaluations.append(record)
   scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
              if isinstance(value, (int, float))}
   run.log.log("evaluation", run.counts.training, test_mean=record["test_mean"],
@@ -331,16 +390,16 @@ def evaluate_test(run, harness=None, label=""):
 def maybe_evaluate(run, force=False):
   """Evaluates when training rollouts passed the next interval mark (or when forced)."""
   interval = run.loop.eval_interval_rollouts
-  due = interval > 0 and run.counts.training >= run.state["next_eval_rollouts"]
+  due = interval > 0 and run.counts.training >= run.state.next_eval_rollouts
   if force or due:
     evaluate_test(run)
     if interval > 0:
-      run.state["next_eval_rollouts"] = (run.counts.training // interval + 1) * interval
+      run.state.next_eval_rollouts = (run.counts.training // interval + 1) * interval
 
 
 def best_test(run):
   """The evaluation record with the highest test mean (ties to fewer rollouts)."""
-  evaluations = run.state["evaluations"]
+  evaluations = run.state.evaluations
   if not evaluations:
     return None
   return max(evaluations, key=lambda r: (r["test_mean"], -r["rollouts"]))
@@ -348,14 +407,14 @@ def best_test(run):
 
 def summary(run, recipe):
   best = best_test(run)
-  final = run.state["evaluations"][-1] if run.state["evaluations"] else None
+  final = run.state.evaluations[-1] if run.state.evaluations else None
   return {"recipe": recipe, "counts": run.counts.to_json(),
           "training_rollouts": run.counts.training,
-          "weight_steps": run.state["weight_steps"], "cycles": run.state["cycle"],
+          "weight_steps": run.state.weight_steps, "cycles": run.state.cycle,
           "final_test_mean": final["test_mean"] if final else None,
           "best_test_mean": best["test_mean"] if best else None,
           "best_at_rollouts": best["rollouts"] if best else None,
           "incumbent_hash": incumbent(run).hash,
-          "curve": [(r["rollouts"], r["test_mean"]) for r in run.state["evaluations"]],
+          "curve": [(r["rollouts"], r["test_mean"]) for r in run.state.evaluations],
           "final_per_task": final["per_task"] if final else {},
-          "gate_decisions": run.state["gate_decisions"]}
+          "gate_decisions": run.state.gate_decisions}

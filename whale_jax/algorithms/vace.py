@@ -34,11 +34,11 @@ def _grpo_step_recording(run, harness):
   """grpo_step that also saves the step's scored trajectories, so that the proposal after
   the block sees them even when the run was resumed in between."""
   metrics = loop.grpo_step(run, harness)
-  directory = _block_directory(run, run.state["cycle"])
+  directory = _block_directory(run, run.state.cycle)
   rows = [json.dumps({"score": score, "trajectory": trajectory.to_json()})
           for _, trajectory, score in run.last_batch.flat()]
   atomic_files.write_text(
-      os.path.join(directory, f"step_{run.state['phase_steps']:04d}.jsonl"),
+      os.path.join(directory, f"step_{run.state.phase_steps:04d}.jsonl"),
       "".join(row + "\n" for row in rows))
   return metrics
 
@@ -69,28 +69,28 @@ def _validation_mean(run, harness):
 def run_vace(run, vace_config):
   """Runs (or resumes) VACE (or the ungated alternation); returns the run summary."""
   state = run.state
-  pairs = state["notes"].setdefault("pairs", [])
-  if state["phase"] == "start":
+  pairs = state.notes.setdefault("pairs", [])
+  if state.phase == "start":
     loop.maybe_evaluate(run, force=True)
     loop.start_phase(run, "weight")
     loop.checkpoint(run)
-  while state["cycle"] < vace_config.num_cycles and not state["done"]:
+  while state.cycle < vace_config.num_cycles and not state.done:
     if whale.remaining_rollouts(run, vace_config.budget_rollouts) <= 0:
       break
-    if state["phase"] == "weight":
+    if state.phase == "weight":
       stop = None
       if vace_config.budget_rollouts:
         stop = lambda run: whale.remaining_rollouts(run, vace_config.budget_rollouts) <= 0
       loop.weight_steps(run, loop.incumbent(run), vace_config.block_steps,
-                        _grpo_step_recording, label=f"cycle {state['cycle']} GRPO", stop=stop)
+                        _grpo_step_recording, label=f"cycle {state.cycle} GRPO", stop=stop)
       loop.start_phase(run, "harness")
       loop.checkpoint(run)
-    if state["phase"] == "harness":
+    if state.phase == "harness":
       current = loop.incumbent(run)
-      label = f"vace_cycle_{state['cycle']:03d}"
+      label = f"vace_cycle_{state.cycle:03d}"
       candidate, _ = single_proposal.propose_one(
           current, run.proposer, run.domain, os.path.join(run.host_dir, "archive", label),
-          episodes=_block_episodes(run, state["cycle"]), iteration=state["cycle"] + 2)
+          episodes=_block_episodes(run, state.cycle), iteration=state.cycle + 2)
       validation = None
       if candidate is not None and vace_config.gated:
         result = loop.gate(run, current, candidate, label)
@@ -103,9 +103,9 @@ def run_vace(run, vace_config):
         loop.set_incumbent(run, candidate)
       if validation is None:
         validation = _validation_mean(run, loop.incumbent(run))
-      state["cycle"] += 1
+      state.cycle += 1
       record = loop.evaluate_test(run, label=label)
-      pairs.append({"cycle": state["cycle"], "weights_id": run.policy.weights_id,
+      pairs.append({"cycle": state.cycle, "weights_id": run.policy.weights_id,
                     "harness_hash": loop.incumbent(run).hash, "validation_mean": validation,
                     "test_mean": record["test_mean"]})
       loop.start_phase(run, "weight")

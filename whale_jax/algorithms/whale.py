@@ -54,7 +54,7 @@ def search_budget(run, iterations, budget_rollouts):
 
 def adaptive_stop(run, window, patience):
   """True when the window mean of training reward made no new best for `patience` steps."""
-  rewards = run.state["phase_rewards"]
+  rewards = run.state.phase_rewards
   if len(rewards) < max(window, patience):
     return False
   means = [sum(rewards[i - window + 1:i + 1]) / window for i in range(window - 1, len(rewards))]
@@ -68,17 +68,17 @@ def run_whale(run, whale_config):
   total_steps = loop.steps_for_epochs(run, whale_config.total_weight_epochs)
   phase_steps = loop.steps_for_epochs(run, whale_config.weight_epochs)
   window = loop.steps_for_epochs(run, whale_config.window_epochs)
-  if state["phase"] == "start":
+  if state.phase == "start":
     loop.maybe_evaluate(run, force=True)
     loop.start_phase(run, "weight")
     loop.checkpoint(run)
-  while not state["done"]:
+  while not state.done:
     budget_left = weight_step_fits(run, whale_config.budget_rollouts)
-    if state["phase"] == "weight":
-      steps = min(phase_steps, total_steps - state["weight_steps"] + state["phase_steps"])
+    if state.phase == "weight":
+      steps = min(phase_steps, total_steps - state.weight_steps + state.phase_steps)
       stop = None
       if whale_config.adaptive:
-        steps = total_steps - state["weight_steps"] + state["phase_steps"]
+        steps = total_steps - state.weight_steps + state.phase_steps
         stop = lambda run: adaptive_stop(run, window, window)
       if whale_config.budget_rollouts:
         previous = stop
@@ -86,17 +86,17 @@ def run_whale(run, whale_config):
                             (previous is not None and previous(run)))
       if budget_left:
         loop.weight_steps(run, loop.incumbent(run), steps, loop.rsft_step,
-                          label=f"cycle {state['cycle']} weights", stop=stop)
-      out_of_budget = (state["weight_steps"] >= total_steps or
-                       state["cycle"] + 1 >= whale_config.max_cycles or
+                          label=f"cycle {state.cycle} weights", stop=stop)
+      out_of_budget = (state.weight_steps >= total_steps or
+                       state.cycle + 1 >= whale_config.max_cycles or
                        search_budget(run, 1, whale_config.budget_rollouts) < 1)
       if out_of_budget:
-        state["done"] = True
+        state.done = True
         break
       loop.start_phase(run, "harness")
       loop.checkpoint(run)
-    if state["phase"] == "harness":
-      label = f"cycle_{state['cycle']:03d}"
+    if state.phase == "harness":
+      label = f"cycle_{state.cycle:03d}"
       if whale_config.adaptive:
         budget = dict(min_iterations=whale_config.min_iterations,
                       patience=whale_config.patience_iterations,
@@ -110,7 +110,7 @@ def run_whale(run, whale_config):
         result = loop.harness_search(run, loop.incumbent(run), label,
                                      prompt_only=whale_config.prompt_only, **budget)
         loop.set_incumbent(run, result.accepted)
-      state["cycle"] += 1
+      state.cycle += 1
       loop.maybe_evaluate(run)
       loop.start_phase(run, "weight")
       loop.checkpoint(run)
@@ -119,14 +119,14 @@ def run_whale(run, whale_config):
 
 def finish(run, recipe):
   """Final test evaluation (unless one was just made), summary, checkpoint."""
-  evaluations = run.state["evaluations"]
+  evaluations = run.state.evaluations
   last = evaluations[-1] if evaluations else None
   if (last is None or last["rollouts"] != run.counts.training or
       last["weights_id"] != run.policy.weights_id or
       last["harness_hash"] != loop.incumbent(run).hash):
     loop.evaluate_test(run, label="final")
-  run.state["done"] = True
-  run.state["phase"] = "done"
+  run.state.done = True
+  run.state.phase = "done"
   loop.checkpoint(run)
   result = loop.summary(run, recipe)
   run.log.write_summary(result)

@@ -154,23 +154,33 @@ def collect(runtime, domain, harness, instances, seeds, sampling, infra_retries=
                     tuple(trajectories), rollouts=rollouts, generated_tokens=generated_tokens)
 
 
-def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=INFRA_RETRIES):
+@dataclasses.dataclass(frozen=True)
+class Evaluator:
   """evaluate(harness, instances, sample_keys) -> Evaluation, run on a HarnessRuntime.
 
-  Args:
+  Attributes:
     runtime: a HarnessRuntime serving the model at the weights being evaluated.
     domain: the tasks.Domain (tools per instance, verify).
     sampling: SamplingParams of every episode; its seed is replaced by the sample key.
-    weights_id: names the weights the runtime serves; kept as evaluate.weights_id, so search
-      and the gate key their caches by it.
+    weights_id: names the weights the runtime serves; search and the gate key their caches
+      by it.
     infra_retries: extra attempts for an episode that ends "infra_error".
   """
-  def evaluate(harness, instances: Sequence[domain_lib.Instance], keys):
+  runtime: object
+  domain: object
+  sampling: object
+  weights_id: str | None = None
+  infra_retries: int = INFRA_RETRIES
+
+  def __call__(self, harness, instances: Sequence[domain_lib.Instance], keys):
     instances, keys = list(instances), [int(key) for key in keys]
     if len(instances) != len(keys):
       raise ValueError(f"evaluate got {len(instances)} instances but {len(keys)} sample keys; "
                        "give one sample key per instance.")
-    return collect(runtime, domain, harness, instances, keys, sampling, infra_retries)
+    return collect(self.runtime, self.domain, harness, instances, keys, self.sampling,
+                   self.infra_retries)
 
-  evaluate.weights_id = weights_id
-  return evaluate
+
+def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=INFRA_RETRIES):
+  """The Evaluator of (runtime, domain, sampling) at weights_id (see Evaluator)."""
+  return Evaluator(runtime, domain, sampling, weights_id, infra_retries)

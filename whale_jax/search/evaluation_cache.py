@@ -12,6 +12,7 @@ crash mid-write) is skipped when read. Episodes that ended "infra_error" are nev
 they are run again. Several caches may share a directory (e.g. harness search and the
 validation gate), within one process.
 """
+import dataclasses
 import hashlib
 import json
 import os
@@ -85,25 +86,32 @@ class EvaluationCache:
         entries[(row["task_id"], row["sample_key"])] = (row["score"], row["trajectory"])
 
 
-def cached(evaluate, cache, weights_id):
-  """evaluate with cache lookups first; only the missing episodes reach evaluate."""
-  if weights_id is None:
-    raise ValueError("A cached evaluation needs weights_id, the name of the model weights the "
-                     "evaluate function serves (e.g. a checkpoint step); pass weights_id=...")
+@dataclasses.dataclass(frozen=True)
+class CachedEvaluator:
+  """evaluate with cache lookups first; only the missing episodes reach evaluate.
 
-  def evaluate_cached(harness, instances, keys):
+  Attributes:
+    evaluate: (harness, instances, sample_keys) -> Evaluation.
+    cache: the EvaluationCache.
+    weights_id: the weights evaluate serves (part of every cache key).
+  """
+  evaluate: object
+  cache: EvaluationCache
+  weights_id: str
+
+  def __call__(self, harness, instances, keys):
     instances, keys = list(instances), [int(key) for key in keys]
-    found = [cache.lookup(harness.hash, weights_id, instance.id, key)
+    found = [self.cache.lookup(harness.hash, self.weights_id, instance.id, key)
              for instance, key in zip(instances, keys)]
     missing = [i for i, entry in enumerate(found) if entry is None]
     rollouts = generated_tokens = 0
     if missing:
       subset = [instances[i] for i in missing]
       subset_keys = [keys[i] for i in missing]
-      result = evaluation_lib.as_evaluation(evaluate(harness, subset, subset_keys), subset,
-                                            subset_keys)
-      cache.store(harness.hash, weights_id, result.task_ids, result.sample_keys, result.scores,
-                  result.trajectories)
+      result = evaluation_lib.as_evaluation(self.evaluate(harness, subset, subset_keys),
+                                            subset, subset_keys)
+      self.cache.store(harness.hash, self.weights_id, result.task_ids, result.sample_keys,
+                       result.scores, result.trajectories)
       rollouts, generated_tokens = result.rollouts, result.generated_tokens
       for index, score, trajectory in zip(missing, result.scores, result.trajectories):
         found[index] = (score, trajectory)
@@ -112,5 +120,10 @@ def cached(evaluate, cache, weights_id):
         tuple(entry[1] for entry in found), rollouts=rollouts,
         generated_tokens=generated_tokens)
 
-  evaluate_cached.weights_id = weights_id
-  return evaluate_cached
+
+def cached(evaluate, cache, weights_id):
+  """The CachedEvaluator of evaluate (weights_id names the weights evaluate serves)."""
+  if weights_id is None:
+    raise ValueError("A cached evaluation needs weights_id, the name of the model weights the "
+                     "evaluate function serves (e.g. a checkpoint step); pass weights_id=...")
+  return CachedEvaluator(evaluate, cache, weights_id)
