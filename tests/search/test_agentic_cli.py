@@ -54,6 +54,14 @@ with open("HYPOTHESIS.txt", "w") as file:
   file.write("stolen: " + str(os.listdir("/")))
 os.remove("harness.py")
 os.symlink(secret_path, "harness.py")    # the host must not follow it
+os.makedirs("locked/inner")
+os.chmod("locked", 0)                    # the host must still clean up
+try:
+  with open("big.bin", "wb") as file:    # over file_size_bytes
+    file.write(b"x" * (4 << 20))
+  print("WROTE BIG FILE")
+except OSError as error:
+  print("big file:", error)
 sys.stdout.flush()
 time.sleep(1000)
 """
@@ -115,11 +123,14 @@ def test_hostile_agent_is_contained_and_a_good_one_is_accepted(domain, tmp_path)
   listener = Listener()
   archive_dir = tmp_path / "archive"
   hostile_script = _script(tmp_path, "hostile.py", HOSTILE_AGENT)
+  work_root = tmp_path / "work"
+  work_root.mkdir()
   good_script = _script(tmp_path, "good.py", GOOD_AGENT)
   hostile = cli_agent.CliAgentProposer(
       [_python(), "-S", hostile_script, str(listener.port), str(secret_path)], archive_dir,
-      domain, instances, runner=cli_agent.BwrapRunner(read_only_paths=[hostile_script]),
-      wall_clock_seconds=3.0, name="hostile")
+      domain, instances, runner=cli_agent.BwrapRunner(read_only_paths=[hostile_script],
+                                                      file_size_bytes=1 << 20),
+      wall_clock_seconds=3.0, name="hostile", work_root=str(work_root))
   good = cli_agent.CliAgentProposer(
       [_python(), "-S", good_script], archive_dir, domain, instances,
       runner=cli_agent.BwrapRunner(read_only_paths=[good_script]), wall_clock_seconds=30.0,
@@ -138,6 +149,8 @@ def test_hostile_agent_is_contained_and_a_good_one_is_accepted(domain, tmp_path)
   assert listener.connections == 0
   assert "NETWORK REACHED" not in session["stdout"] and "network:" in session["stdout"]
   assert "read:" in session["stdout"]
+  assert "WROTE BIG FILE" not in session["stdout"] and "big file:" in session["stdout"]
+  assert os.listdir(work_root) == []     # its folder is gone, locked sub-folder and all
   assert contained.status == "rejected" and contained.reasons[0]["code"] == "proposer_error"
   assert "wall_clock_seconds=3" in contained.reasons[0]["message"]
   everything = json.dumps(result.archive.get(contained.id).to_json()) + open(

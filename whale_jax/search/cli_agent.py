@@ -353,6 +353,23 @@ def _changed_files(workdir, before):
   return sorted(changed)
 
 
+def _remove(directory):
+  """Removes what the agent left, even folders it made unreadable (links are not followed)."""
+  for root, directories, _ in os.walk(directory):
+    for name in directories:
+      path = os.path.join(root, name)
+      if not os.path.islink(path):
+        try:
+          os.chmod(path, 0o700)
+        except OSError:
+          pass
+  try:
+    os.chmod(directory, 0o700)
+  except OSError:
+    pass
+  shutil.rmtree(directory, ignore_errors=True)
+
+
 def _snapshot(workdir):
   result = {}
   for root, _, files in os.walk(workdir):
@@ -499,7 +516,7 @@ class CliAgentProposer:
     except OSError as raised:
       error, source, hypothesis = f"The CLI agent session failed: {raised}", None, ""
     finally:
-      shutil.rmtree(parent, ignore_errors=True)
+      _remove(parent)
     record.update(error=error, hypothesis=hypothesis)
     self.sessions.append(record)
     raw = json.dumps(record, indent=1, sort_keys=True)
