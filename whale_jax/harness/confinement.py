@@ -1,7 +1,7 @@
 """Operating-system confinement of sandboxed processes: bubblewrap namespaces plus seccomp.
 
   confinement = confinement_for(allow_weak_sandbox=False)  # SandboxUnavailable if it cannot
-  argv = confinement.wrap(python_argv, workdir, seccomp_fd)  # bwrap ... -- python ...
+  argv = confinement.wrap(python_argv, workdir, seccomp_fd, environment)  # bwrap ... python
   programs = confinement.child_programs()                  # seccomp programs a child installs
 
 Every sandboxed interpreter (a harness worker and its per-episode children, a python-tool
@@ -11,13 +11,16 @@ run) starts inside `bwrap` with
     no other process visible but its own namespace's;
   - a mount view of a read-only /usr (system libraries), the Python runtime (sys.base_prefix,
     plus sys.prefix when site-packages are wanted) read-only, the sandbox script read-only at
-    /opt/whale_sandbox, a minimal /dev, the host's per-process work folder writable at /work
-    (/sandbox) and /tmp a link into it; no /proc, /sys, /etc, home folders or data folders;
-  - the seccomp program BASE_DENIED (errno EPERM), installed by bwrap before the interpreter
-    starts; a worker's per-episode child adds CHILD_DENIED itself before any harness code runs
+    /opt/whale_sandbox, /etc/ld.so.cache, a minimal /dev, the host's per-process work folder
+    writable at /sandbox and /tmp a link into it; no /proc, /sys, rest of /etc, home folders
+    or data folders;
+  - the seccomp program of BASE_DENIED, namespace flags on clone and TIOCSTI (errno EPERM),
+    installed by bwrap before the interpreter starts; a worker's per-episode child adds CHILD_DENIED itself before any harness code runs
     (the worker needs fork and signals for its children; the child needs neither).
-The programs are compiled by libseccomp (libseccomp.so.2, called through ctypes: the Debian
-python3-seccomp bindings belong to the system interpreter, not to ours).
+The programs are compiled on the host by libseccomp (libseccomp.so.2, called through ctypes: the
+Debian python3-seccomp bindings belong to the system interpreter, not to ours) and handed to
+the sandbox as bytes. The harness's /proc-free PID namespace plus the child's program is what
+keeps an episode from signalling, tracing or reading its worker, the host or other episodes.
 
 When bwrap, user namespaces or libseccomp are missing, confinement_for raises
 SandboxUnavailable saying what is missing and how to provide it, unless allow_weak_sandbox: then
