@@ -268,3 +268,14 @@ def test_backend_that_does_not_answer_in_time_is_an_infra_error():
   backend.close()
   assert trajectory.outcome == "infra_error"
   assert "backend_timeout_seconds" in trajectory.error
+
+
+def test_a_confinement_failure_is_reported_by_the_worker_as_infra_error():
+  # an open-files limit above the hard limit cannot be set: the child fails before the harness
+  with HarnessRuntime(ScriptedBackend(TOKENIZER, "x"), TOKENIZER, num_workers=1,
+                      max_open_files=1 << 40) as pool:
+    trajectory = pool.run_episodes(Harness("def run(task, llm, tools):\n  return 'ran'\n"),
+                                   [Episode("t", {})])[0]
+  assert trajectory.outcome == "infra_error"
+  assert "sandbox confinement failed" in trajectory.error
+  assert trajectory.answer is None

@@ -553,21 +553,15 @@ def _clear_folder(root, expected):
 
 def _wait_for_child(control, pid, status_fd):
   """Serves kill requests until the child is gone; returns (wait status, rusage, confinement
-  error text). Returns None as status when the host went away (the child is killed)."""
+  error text), or (None, None, "") when the host went away (the child is then killed)."""
   try:
     pidfd = os.pidfd_open(pid)
   except OSError:
     pidfd = None
-  report, status_open = bytearray(), True
   try:
     while True:
-      fds = [control.read_fd] + ([pidfd] if pidfd is not None else []) + (
-          [status_fd] if status_open else [])
+      fds = [control.read_fd] + ([pidfd] if pidfd is not None else [])
       readable, _, _ = select.select(fds, [], [], None if pidfd is not None else 0.05)
-      if status_fd in readable:
-        chunk = os.read(status_fd, 4096)
-        report += chunk
-        status_open = bool(chunk) and len(report) < 4096
       if control.read_fd in readable:
         messages = control.pending()
         if messages is None or any(m.get("type") == "kill" for m in messages):
@@ -584,10 +578,10 @@ def _wait_for_child(control, pid, status_fd):
       if pidfd is None or pidfd in readable:
         reaped, status, usage = os.wait4(pid, 0 if pidfd is not None else os.WNOHANG)
         if reaped:
-          while status_open and len(report) < 4096:  # the child is gone: all it wrote is here
-            chunk = os.read(status_fd, 4096)
+          # The child is gone, so all it wrote (at most 4 KiB: it fits the pipe) is there.
+          report = bytearray()
+          while len(report) < 4096 and (chunk := os.read(status_fd, 4096)):
             report += chunk
-            status_open = bool(chunk)
           return status, usage, report.decode("utf-8", "replace")
   finally:
     if pidfd is not None:
