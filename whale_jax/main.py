@@ -13,6 +13,8 @@ import importlib.util
 import logging
 import sys
 
+from whale_jax import quiet  # pylint: disable=unused-import  # before jax and transformers
+
 from absl import app
 from absl import flags
 from absl import logging as absl_logging
