@@ -4,7 +4,9 @@
                               archive_dir, domain, instances=splits["harness"],
                               runner=BwrapRunner(read_only_paths=["/opt/claude"],
                                                  pass_environment=["ANTHROPIC_API_KEY"],
-                                                 endpoint=("api.anthropic.com", 443)),
+                                                 environment={"ANTHROPIC_BASE_URL":
+                                                              "http://127.0.0.1:4000"},
+                                                 endpoint=("127.0.0.1", 4000)),
                               wall_clock_seconds=1800, max_cost_usd=5.0)
   meta_harness.search(incoming, evaluate, proposer, archive_dir, ...)     # a drop-in proposer
 
@@ -24,7 +26,9 @@ harness sandbox (no sockets at all) unless an endpoint is configured. With endpo
 port) the agent gets exactly one way out: 127.0.0.1:<port> inside the jail is relayed, through
 a Unix socket in a folder only the jail sees, to that host and port; the agent's network
 namespace has no other interface (ENDPOINT_ENVIRONMENT names the variable that tells it the
-address).
+address). The relay carries TCP as it is: the agent talks plain HTTP to 127.0.0.1, so an HTTPS
+service needs a gateway on the host in front of it (e.g. an LLM proxy on 127.0.0.1:4000, as
+above); a local model server (whale_jax.serve, vLLM) is reached directly.
 
 Limits: wall_clock_seconds (the whole process group is killed when it passes), output kept
 to max_output_bytes, files it may write to file_size_bytes each (RLIMIT_FSIZE, set by util-linux prlimit when
