@@ -18,8 +18,9 @@ resumes the finished archive to time a replay that runs no episode.
             spend on them: the whole rendered context (whale_jax.search.context) per proposal
             plus the reply.
   agentic   whale_jax.search.agentic_proposer with a scripted policy: it reads scores.md,
-            greps the current harness's traces for failed answers, reads its source, takes the
-            edit library's ideas, prototypes up to --agent_runs of them with `run` on
+            greps the current harness's traces for failed answers, reads its source, takes its
+            share of the edit library's ideas (the M sessions of an iteration take disjoint
+            shares), prototypes up to --agent_runs of them with `run` on
             --agent_run_tasks failing tasks, and submits the one that scored best. Its tokens
             are the conversation's (chars / 4 per message, every step re-reading it all).
 Per proposer: the best success found, rollouts-to-best (episodes run until the first candidate
@@ -87,9 +88,11 @@ class ScriptedAgent:
     self.library = edit_library.EditLibraryProposer(seed=seed)
     self.num_ideas, self.run_tasks = num_ideas, run_tasks
 
-  def start(self, context):
+  def start(self, context, index, count):
+    """Session index of count in this iteration: each prototypes its own share of ideas."""
     self.context, self.plan, self.scores = context, None, []
-    self.ideas = self.library.propose(context, self.num_ideas)
+    ideas = self.library.propose(context, self.num_ideas * count)
+    self.ideas = ideas[index::count][:self.num_ideas]
 
   def complete(self, messages, tools, **sampling):
     incumbent = self.context.incumbent_id
@@ -135,7 +138,7 @@ class BenchAgenticProposer(agentic_proposer.AgenticProposer):
   def propose(self, context, n):
     proposals = []
     for index in range(n):
-      self.client.start(context)
+      self.client.start(context, index, n)
       proposals.append(self._session(context, index))
     return proposals
 
