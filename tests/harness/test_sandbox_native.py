@@ -387,6 +387,44 @@ return json.dumps({"native": True,
   assert_pool_serves(runtime, workers)
 
 
+@pytest.mark.skipif(not X86_64, reason="the 32-bit and x32 system-call ABIs are x86_64's")
+@pytest.mark.parametrize("abi", ["x32", "i386"])
+def test_other_system_call_abis_do_not_slip_past_the_seccomp_program(runtime, abi):
+  server = socket.socket()
+  server.bind(("127.0.0.1", 0))
+  server.listen()
+  server.setblocking(False)
+  workers = runtime.worker_pids
+  x32 = """
+libc.syscall(0x40000000 + 41, 2, 1, 0)   # socket(AF_INET, SOCK_STREAM) in the x32 ABI
+return json.dumps({"native": True})
+"""
+  i386 = """
+mmap = libc.mmap
+mmap.restype = ctypes.c_void_p
+mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                 ctypes.c_long]
+page = mmap(None, 4096, 7, 0x62, -1, 0)   # rwx, private, anonymous, below 4 GiB
+arguments = page + 64                     # socketcall(SYS_SOCKET, [AF_INET, SOCK_STREAM, 0])
+ctypes.memmove(arguments, (2).to_bytes(4, "little") + (1).to_bytes(4, "little") + bytes(4), 12)
+code = (bytes([0xb8, 102, 0, 0, 0, 0xbb, 1, 0, 0, 0, 0xb9]) + arguments.to_bytes(4, "little") +
+        bytes([0xcd, 0x80, 0xc3]))        # mov eax, 102; mov ebx, 1; mov ecx, args; int 0x80
+ctypes.memmove(page, code, len(code))
+ctypes.CFUNCTYPE(ctypes.c_int)(page)()
+return json.dumps({"native": True})
+"""
+  try:
+    trajectory, _ = play(runtime, hostile(x32 if abi == "x32" else i386))
+    # seccomp kills a process that uses another architecture's system calls
+    assert trajectory.outcome == "harness_error"
+    assert "SIGSYS" in trajectory.error
+    with pytest.raises(BlockingIOError):
+      server.accept()  # from outside: nothing connected
+  finally:
+    server.close()
+  assert_pool_serves(runtime, workers)
+
+
 def test_native_forgeries_on_every_descriptor_do_not_change_the_outcome():
   backend = ScriptedBackend(TOKENIZER, replies=["first", "second"])
   body = """
