@@ -1,6 +1,6 @@
 """The tools of the agentic proposer: browse the archive view, check and run drafts, submit.
 
-  tools = AgentTools(view, incumbent_id, incumbent_source, runner, budgets, domain.allowed_imports)
+  tools = AgentTools(view, incumbent_id, incumbent_source, runner, task_ids, budgets)
   result = tools.call("grep", {"pattern": "Traceback"})    # ToolResult(content, ok)
   tools.schemas()                                          # OpenAI-style function schemas
   tools.submission                                         # set by a successful submit
