@@ -8,14 +8,18 @@ one harness candidate per round from the round's RL trajectories, kept only on s
 improvement of the validation mean at the updated checkpoint (ties keep the incumbent); the
 reported pair is the one with the best validation score seen; test = mean of 3 evaluations
 (eval_num_samples=3: every test task run 3 times, averaged). 12 harness trials on OfficeQA and
-32 on AutomationBench (Table 3).
+32 on AutomationBench (Table 3). Healthy run (the paper, Qwen3.5-9B): the retained pair's
+validation score rises, not monotonically (OfficeQA 30.3% -> 47.2%, 7 accepts / 2 ties /
+3 rejects; AutomationBench 53.1% -> 81.4%, 18 / 0 / 14), every decision in
+gate_decisions.jsonl with both validation means.
 
 Guesses where the paper is silent (each marked "guess" below): group size 8, learning rate
 1e-6, prompts per step 32, block length 5 GRPO steps (Table 4 evaluates proposals at RL
 updates 5, 15, 30), DAPO clip-higher 0.2 / 0.28 without a KL term, sampling at temperature 1
 and top-k 20, the proposer endpoint, the verifier tolerance (the domain's default).
 
-Methods (one word of the argument; default vace), each on the same splits and budgets:
+Methods (one word of the argument; default vace), with the same budgets (12 or 32 harness
+candidates, 5 GRPO updates per candidate) and, but for sia, the same splits:
   vace          GRPO blocks + one gated candidate per block (recipe "vace").
   whale_style   the same alternation without the gate: every runnable candidate is kept
                 (recipe "ungated").
@@ -25,7 +29,7 @@ Methods (one word of the argument; default vace), each on the same splits and bu
                 trajectories at W0 under the current harness, then one gated candidate
                 (the paper's harness-only: W0 fixed, gate on).
   sia           harness search at W0 first, then GRPO with the harness it found fixed
-                (recipe "sia"). Departures: its harness phase is Meta-Harness search on the
+                (recipe "sia"; one candidate per search iteration). Departures: its harness phase is Meta-Harness search on the
                 harness split, without the validation gate; the paper's splits leave no
                 harness split, so SIA_HARNESS_SPLIT training tasks become one (a guess), its
                 GRPO phase gets the same number of updates over the rest, and its
