@@ -32,8 +32,9 @@ above); a local model server (whale_jax.serve, vLLM) is reached directly.
 
 Limits: wall_clock_seconds (the whole process group is killed when it passes), output kept
 to max_output_bytes, files it may write to file_size_bytes each (RLIMIT_FSIZE, set by
-util-linux prlimit when it is installed), and max_cost_usd: passed to the command and checked against the cost the agent reports (the last
-JSON object on its stdout with "total_cost_usd" or "cost_usd"); a session over it is refused.
+util-linux prlimit when it is installed), and max_cost_usd: passed to the command and
+checked against the cost the agent reports (the last JSON object on its stdout with
+"total_cost_usd" or "cost_usd"); a session over it is refused.
 The harness is read back without following links and only when it is a regular file below
 max_source_bytes. Whatever happens — a crash, a timeout, a missing harness, an unchanged one —
 the session is recorded (command, exit status, time, output, cost, the files it changed) as
