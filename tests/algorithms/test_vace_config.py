@@ -216,7 +216,12 @@ def test_smoke_runs_end_to_end_with_gate_decisions_logged(domain_name, tmp_path)
        f"--workdir={workdir}", "--progress=false"], cwd=ROOT, env=env, capture_output=True,
       text=True, timeout=1800)
   assert process.returncode == 0, process.stderr[-3000:]
-  config = vace.get_config(f"{domain_name},smoke")
+  check_vace_run(workdir, vace.get_config(f"{domain_name},smoke"))
+
+
+def check_vace_run(workdir, config):
+  """What a finished VACE run directory must hold (also usable on a run made by hand)."""
+  workdir = pathlib.Path(workdir)
   # The gate's own log: one decision per cycle (the edit library always has a candidate),
   # both means over the whole validation split, each at a newer checkpoint, and the strict
   # rule (accept only when the candidate's mean is higher) checked by hand.
