@@ -10,11 +10,14 @@
     is missing; whale_jax uses it only for tokenizers and configs.
   - Records below WARNING from jax's backend probing and from bm25s's index building are
     dropped (a logger filter, which stays when the library later changes the logger's level).
+  - JAX's "Some donated buffers were not usable" UserWarning is not shown: it is a note on
+    memory reuse of a jitted call (the sampler's slot state), not a problem of the run.
 """
 import importlib.metadata
 import importlib.util
 import logging
 import os
+import warnings
 
 _QUIET_LOGGERS = ("jax._src.xla_bridge", "bm25s")
 
@@ -37,6 +40,8 @@ def quiet():
   if "JAX_PLATFORMS" not in os.environ and not _has_accelerator_plugin():
     os.environ["JAX_PLATFORMS"] = "cpu"
   os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+  warnings.filterwarnings("ignore", message="Some donated buffers were not usable",
+                          category=UserWarning)
   for name in _QUIET_LOGGERS:
     logger = logging.getLogger(name)
     if _warnings_and_above not in logger.filters:
