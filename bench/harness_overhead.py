@@ -2,6 +2,7 @@ r"""Per-episode overhead of the harness runtime: a harness making one fake LLM c
 
   python bench/harness_overhead.py                        # 1,000 episodes on 4 workers
   python bench/harness_overhead.py --num_episodes=200 --num_workers=2
+  PATH=/nowhere python bench/harness_overhead.py --allow_weak_sandbox  # without namespaces
 
 The backend is whale_jax.harness.ScriptedBackend (no model: it answers at once), so every
 millisecond measured is the runtime's own: dispatch, fork of a confined child (its seccomp
@@ -37,6 +38,8 @@ def main():
   parser.add_argument("--num_episodes", type=int, default=1000)
   parser.add_argument("--num_workers", type=int, default=4)
   parser.add_argument("--num_warmup_episodes", type=int, default=40)
+  parser.add_argument("--allow_weak_sandbox", action="store_true",
+                      help="run without namespaces where bwrap is missing (to see their cost)")
   args = parser.parse_args()
   tokenizer = load_tokenizer("byte")
   backend = ScriptedBackend(tokenizer, replies="The answer is 42.")
@@ -44,8 +47,9 @@ def main():
   episodes = [Episode(task_id=f"q{i}", task={"question": f"What is {i} + {i}?"})
               for i in range(args.num_episodes)]
   started = time.perf_counter()
+  weak = {"allow_weak_sandbox": True} if args.allow_weak_sandbox else {}
   runtime = HarnessRuntime(backend, tokenizer, num_workers=args.num_workers,
-                           timeout_seconds=30.0)
+                           timeout_seconds=30.0, **weak)
   start_seconds = time.perf_counter() - started
   start_cpu = _sandbox_cpu_seconds(runtime.worker_pids)
   runtime.run_episodes(harness, episodes[:args.num_warmup_episodes])
