@@ -106,3 +106,26 @@ def test_auto_is_dense_for_one_block_and_blockwise_beyond():
   assert attention.implementation(config, decode) == "dense"  # one query: nothing to save
   assert attention.implementation(config.replace(attention_block_size=64),
                                   _packed_mask()) == "dense"
+
+
+@pytest.mark.slow  # the Pallas kernel in interpret mode on CPU: ~2 minutes
+def test_splash_kernel_equals_dense_forward_and_gradient():
+  """The TPU splash path (run here in interpret mode): layout, scaling and segment masks."""
+  from whale_jax.models import splash_attention
+  batch_size, length, num_heads, num_kv_heads, head_dim = 1, 256, 2, 1, 128
+  rng = np.random.default_rng(4)
+  query = jnp.asarray(rng.normal(size=(batch_size, length, num_heads, head_dim)), jnp.float32)
+  key, value = (jnp.asarray(rng.normal(size=(batch_size, length, num_kv_heads, head_dim)),
+                            jnp.float32) for _ in range(2))
+  segments = np.ones((batch_size, length), np.int32)
+  segments[0, 100:], segments[0, 200:] = 2, 0  # two samples, then padding
+  segments = jnp.asarray(segments)
+  mask = attention.sequence_mask(length, batch_size, None, segments).dense()
+  weights = jnp.asarray(rng.normal(size=query.shape), jnp.float32)
+  splash = lambda q, k, v: splash_attention.attend(q, k, v, segments, interpret=True)
+  dense = lambda q, k, v: attention.attend(q, k, v, mask)
+  np.testing.assert_allclose(splash(query, key, value), dense(query, key, value), atol=1e-5)
+  loss = lambda fn: lambda q, k, v: jnp.sum(fn(q, k, v) * weights)
+  for expected, actual in zip(jax.grad(loss(dense), argnums=(0, 1, 2))(query, key, value),
+                              jax.grad(loss(splash), argnums=(0, 1, 2))(query, key, value)):
+    np.testing.assert_allclose(actual, expected, atol=1e-5)

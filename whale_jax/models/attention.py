@@ -157,12 +157,13 @@ def sequence_mask(length, batch_size, attention_mask=None, segment_ids=None):
 def implementation(config, mask):
   """The attention config.attention resolves to for this call: dense, blockwise or splash."""
   choice = config.attention
-  if choice == "splash" and not (mask.self_attention and splash_attention.supported(
-      config, mask.key_length)):
+  # The kernel takes causal + segment masks of self-attention only (no cache, no padding mask).
+  splash_fits = (mask.self_attention and mask.key_valid is None
+                 and splash_attention.supported(config, mask.key_length))
+  if choice == "splash" and not splash_fits:
     choice = "blockwise"
   if choice == "auto":
-    if (mask.self_attention and rules.active_platform() == "tpu"
-        and splash_attention.supported(config, mask.key_length)):
+    if splash_fits and rules.active_platform() == "tpu":
       choice = "splash"
     elif mask.key_length > config.attention_block_size and mask.query_index.shape[1] > 1:
       choice = "blockwise"
