@@ -194,3 +194,19 @@ def test_a_failing_runtime_under_run_ends_the_session_with_a_recorded_error(doma
   rejected = result.archive.candidates[1]
   assert rejected.reasons[0]["code"] == "proposer_error"
   assert "The run tool raised RuntimeError" in rejected.reasons[0]["message"]
+
+
+def test_traces_are_rendered_when_first_read(searched, domain):
+  result, _, instances = searched
+  archive = result.archive
+  loaded = []
+  original = archive.trajectories
+  archive.trajectories = lambda candidate_id: loaded.append(candidate_id) or original(
+      candidate_id)
+  view = archive_view.build_view(archive, domain.name, domain.description, instances)
+  assert loaded == []
+  first = view.read(f"candidates/c0001/traces/{instances[0].id}.txt")
+  view.read(f"candidates/c0001/traces/{instances[1].id}.txt")
+  assert loaded == ["c0001"] and f"# task {instances[0].id}:" in first
+  view.grep("answer")
+  assert sorted(loaded) == ["c0000", "c0001", "c0003"]

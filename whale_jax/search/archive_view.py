@@ -34,6 +34,7 @@ second guard, every string in `withheld` (the held-out splits' reference strings
 reference_strings) is replaced by WITHHELD_MARK wherever it occurs; strings shorter than
 MIN_WITHHELD_CHARS are not searched for (they occur in ordinary text by chance).
 """
+import functools
 import json
 import os
 import posixpath
@@ -131,6 +132,13 @@ def render_trace(trajectory, score, reference=None):
   return "\n".join(lines) + "\n"
 
 
+def _trace_text(episodes, task_id, score, reference):
+  trajectory = episodes().get(task_id)
+  if trajectory is None:
+    return f"# task {task_id}: score {score:g}; no trace was archived.\n"
+  return render_trace(trajectory, score, reference)
+
+
 def _safe_name(name):
   return "".join(c if c.isalnum() or c in "-_.:" else "_" for c in name) or "_"
 
@@ -139,14 +147,26 @@ class ArchiveView:
   """A read-only tree of text files (see the module docstring).
 
   Args:
-    files: {posix path: text}.
+    files: {posix path: text, or a function of no arguments returning it}; functions are
+      called when the file is first read (so a session pays only for the traces it opens),
+      and their text is kept.
     withheld: strings to replace by WITHHELD_MARK in every file.
   """
 
   def __init__(self, files, withheld=()):
     self.withheld = sorted({s for s in withheld if len(s) >= MIN_WITHHELD_CHARS},
                            key=len, reverse=True)
-    self.files = {path: self.scrub(text) for path, text in files.items()}
+    self._sources = dict(files)
+    self._texts = {}
+
+  @property
+  def paths(self):
+    return sorted(self._sources)
+
+  @property
+  def files(self):
+    """{path: text} of every file (renders them all)."""
+    return {path: self.read(path) for path in self.paths}
 
   def scrub(self, text):
     """text with every withheld string replaced (also used on tool results)."""
@@ -161,18 +181,14 @@ class ArchiveView:
     path = posixpath.normpath("/" + str(path or "").strip()).lstrip("/")
     return "" if path == "." else path
 
-  def is_dir(self, path):
-    path = self.normalize(path)
-    return path == "" or any(name.startswith(path + "/") for name in self.files)
-
   def list(self, path=""):
     """Names directly under path (folders end with "/"), sorted; KeyError if none."""
     path = self.normalize(path)
-    if path in self.files:
+    if path in self._sources:
       return [path]
     prefix = path + "/" if path else ""
     names = set()
-    for name in self.files:
+    for name in self._sources:
       if name.startswith(prefix):
         head, _, rest = name[len(prefix):].partition("/")
         names.add(head + "/" if rest else head)
@@ -181,17 +197,22 @@ class ArchiveView:
     return sorted(names)
 
   def read(self, path):
-    return self.files[self.normalize(path)]
+    """The file's text; KeyError if there is none."""
+    path = self.normalize(path)
+    if path not in self._texts:
+      source = self._sources[path]
+      self._texts[path] = self.scrub(source() if callable(source) else source)
+    return self._texts[path]
 
   def grep(self, pattern, path="", ignore_case=True, max_matches=MAX_GREP_MATCHES):
     """[(file, line number, line)] of lines containing pattern (a plain string) under path."""
     path = self.normalize(path)
     needle = pattern.lower() if ignore_case else pattern
     matches = []
-    for name in sorted(self.files):
+    for name in self.paths:
       if path and name != path and not name.startswith(path + "/"):
         continue
-      for number, line in enumerate(self.files[name].splitlines(), 1):
+      for number, line in enumerate(self.read(name).splitlines(), 1):
         if needle in (line.lower() if ignore_case else line):
           matches.append((name, number, line[:MAX_GREP_LINE_CHARS]))
           if len(matches) >= max_matches:
@@ -200,7 +221,8 @@ class ArchiveView:
 
   def write_to(self, directory):
     """Writes the tree under directory (files read-only); returns directory."""
-    for name, text in self.files.items():
+    for name in self.paths:
+      text = self.read(name)
       target = os.path.join(directory, *name.split("/"))
       os.makedirs(os.path.dirname(target), exist_ok=True)
       with open(target, "w", encoding="utf-8") as file:
@@ -332,11 +354,14 @@ def build_view(archive, domain_name, description, instances, incumbent_id=None,
       files[f"{folder}/scores.jsonl"] = "".join(
           json.dumps({k: row[k] for k in ("task_id", "score", "outcome", "num_turns")}) + "\n"
           for row in examples)
-    scores = {row["task_id"]: row["score"] for row in examples}
-    for trajectory in archive.trajectories(candidate.id):
-      files[f"{folder}/traces/{_safe_name(trajectory.task_id)}.txt"] = render_trace(
-          trajectory, scores.get(trajectory.task_id, 0.0),
-          shown_reference(by_id.get(trajectory.task_id), search_answers))
+    if examples:
+      episodes = functools.lru_cache(maxsize=None)(
+          lambda candidate_id=candidate.id: {t.task_id: t for t in
+                                             archive.trajectories(candidate_id)})
+      for row in examples:
+        files[f"{folder}/traces/{_safe_name(row['task_id'])}.txt"] = functools.partial(
+            _trace_text, episodes, row["task_id"], row["score"],
+            shown_reference(by_id[row["task_id"]], search_answers))
   for instance in instances:
     record = {"id": instance.id, "task": dict(instance.public)}
     if search_answers != "none":
