@@ -53,6 +53,7 @@ import urllib.request
 
 from whale_jax.search import agent_tools
 from whale_jax.search import archive as archive_lib
+from whale_jax.search import atomic_files
 from whale_jax.search import archive_view
 from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib
@@ -446,7 +447,7 @@ class AgenticProposer:
         "submitted": tools.submission is not None, **tools.summary()}
     self.sessions.append(transcript)
     raw = json.dumps(transcript, indent=1, sort_keys=True)
-    archive_lib.write_text_atomically(os.path.join(
+    atomic_files.write_text(os.path.join(
         self.archive_dir, "agent_sessions", f"iteration_{context.iteration:03d}",
         f"session_{index:02d}.json"), raw + "\n")
     submission = tools.submission

@@ -57,6 +57,7 @@ import time
 
 from whale_jax.harness import confinement as confinement_lib
 from whale_jax.search import archive as archive_lib
+from whale_jax.search import atomic_files
 from whale_jax.search import archive_view
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.search import steering
@@ -524,7 +525,7 @@ class CliAgentProposer:
     record.update(error=error, hypothesis=hypothesis)
     self.sessions.append(record)
     raw = json.dumps(record, indent=1, sort_keys=True)
-    archive_lib.write_text_atomically(os.path.join(
+    atomic_files.write_text(os.path.join(
         self.archive_dir, "agent_sessions", f"iteration_{context.iteration:03d}",
         f"cli_session_{index:02d}.json"), raw + "\n")
     if error:
