@@ -20,12 +20,15 @@ import pytest
 
 from whale_jax import serve
 from whale_jax.models import hf
+from whale_jax.sampling import openai_client
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
+from whale_jax.tasks import judge
 from whale_jax.tokenization import load_tokenizer
 
 MODEL = "embedded"
 MAX_PENDING = 64
+CONTEXT = 2048  # the judge prompt is ~1,300 tokens of the solver's vocabulary (trained at 1,024)
 LOGPROB_TOLERANCE = 1e-5
 PROMPTS = ["Who founded the Vokzag company?", "hello", "Where is Nuk?"]
 
@@ -34,7 +37,8 @@ PROMPTS = ["Who founded the Vokzag company?", "hello", "Where is Nuk?"]
 def server_url():
   process = subprocess.Popen(
       [sys.executable, "-m", "whale_jax.serve", f"--model={MODEL}", "--port=0",
-       f"--max_pending_requests={MAX_PENDING}", "--max_slots=64"],
+       f"--max_pending_requests={MAX_PENDING}", "--max_slots=64",
+       f"--max_cache_length={CONTEXT}"],
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
       env={**os.environ, "JAX_PLATFORMS": "cpu"})
   lines = []
@@ -229,7 +233,7 @@ CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_to
     ("completions", {"top_k": 2.5}, "top_k"),
     ("completions", {"n": 0}, "n"),
     ("completions", {"max_tokens": "ten"}, "max_tokens"),
-    ("completions", {"max_tokens": 5000}, "max_tokens"),
+    ("completions", {"max_tokens": CONTEXT}, "max_tokens"),
     ("completions", {"stop": ["", "x"]}, "stop"),
     ("completions", {"seed": -3}, "seed"),
     ("completions", {"logprobs": 5}, "logprobs"),
@@ -284,3 +288,24 @@ def test_queue_overflow_gets_429_and_the_queued_requests_finish(server_url, clie
   assert [reply.status_code for reply in replies] == [200] * MAX_PENDING
   assert all(len(reply.json()["choices"][0]["text"]) > 0 for reply in replies)
   assert httpx.post(server_url + "/completions", json=COMPLETION, timeout=60).status_code == 200
+
+
+def test_the_project_client_and_judge_talk_to_the_server(server_url, reference):
+  sampler, tokenizer = reference
+  client = openai_client.OpenAICompatibleClient(server_url, MODEL, api_key_env=None,
+                                                timeout_seconds=120)
+  messages = [{"role": "user", "content": PROMPTS[2]}]
+  reply = client.chat(messages, temperature=0.0, max_tokens=12)
+  expected = sampler.submit(tokenizer.apply_chat_template(messages),
+                            SamplingParams(max_tokens=12, temperature=0.0)).result()[0]
+  assert reply.text == expected.text
+  assert reply.completion_tokens == len(expected.token_ids)
+  with pytest.raises(openai_client.ChatError, match="HTTP 400.*context is 2048 tokens"):
+    client.chat([{"role": "user", "content": "word " * 3000}], max_tokens=4)
+  # The tiny solver is no judge: its replies are not one word, so after three malformed
+  # replies the verdict falls back to exact match, each reply recorded.
+  llm_judge = judge.openai_judge(server_url, MODEL, backoff_seconds=0.0)
+  verdict = llm_judge("Who wrote Hamlet?", ["Shakespeare"], "shakespeare")
+  assert verdict.attempts == 3 and len(verdict.errors) == 3
+  assert (verdict.score, verdict.source) == (1.0, "exact_match_fallback")
+  assert all(error.startswith("malformed reply") for error in verdict.errors)
