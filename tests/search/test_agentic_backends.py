@@ -3,6 +3,7 @@ parsing) with scripted replies and with the tiny model, and an OpenAI-compatible
 endpoint. Malformed calls, unknown tools, empty submissions and over-budget loops are each
 answered and recorded, and the search goes on."""
 import dataclasses
+import hashlib
 import http.server
 import json
 import os
@@ -22,6 +23,7 @@ from whale_jax.sampling import SamplingParams
 from whale_jax.search import agent_tools
 from whale_jax.search import agentic_proposer
 from whale_jax.search import meta_harness
+from whale_jax.search import seeds
 from whale_jax.search import steering
 from whale_jax.search import tool_calls
 from whale_jax.tokenization import load_tokenizer
@@ -284,3 +286,24 @@ def test_whale_jax_serve_endpoint_end_to_end(domain, tmp_path):
   assert session["steps"] == 2 and not session["submitted"], session["error"]
   assert 0 < session["completion_tokens"] and session["prompt_tokens"] > 1000
   assert result.archive.candidates[1].reasons[0]["code"] == "proposer_error"
+
+
+def test_each_step_sends_its_own_derived_seed(domain, tmp_path):
+  stub = StubEndpoint([{"content": _call("list", {})}] * 3)
+  try:
+    client = agentic_proposer.OpenAIToolClient(stub.url, "proposer", max_retries=0)
+    proposer = agentic_proposer.AgenticProposer(
+        client, tmp_path / "archive", domain, domain.splits()["harness"], seed=11,
+        budgets=agent_tools.AgentBudgets(max_steps=3))
+    _search(domain, tmp_path / "archive", proposer, iterations=2)
+  finally:
+    stub.close()
+  sent = [request["seed"] for request in stub.requests]
+  expected = []
+  for step in range(3):
+    text = json.dumps(["whale_jax.seed/1", 11, "proposer_call", 2, ["agentic", 0, step]],
+                      separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).digest()
+    expected.append(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+  assert sent == expected == [seeds.derive_seed(11, "proposer_call", 2, ("agentic", 0, s))
+                              for s in range(3)]

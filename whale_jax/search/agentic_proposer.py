@@ -58,11 +58,11 @@ from whale_jax.search import archive_view
 from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
+from whale_jax.search import seeds as seeds_lib
 from whale_jax.search import steering
 from whale_jax.search import tool_calls as tool_calls_lib
 
 SESSION_FORMAT = "whale_jax.agentic_session/1"
-SEED_STRIDE = 1000
 NO_TOOL_CALL = ("Your reply called no tool. Each reply must call exactly one tool; finish with "
                 "submit(patch=... or program=..., hypothesis=...).")
 LAST_STEP = "This is your last step: call submit now."
@@ -286,7 +286,8 @@ class AgenticProposer:
     instructions: steering.Instructions (default: the domain's file).
     name: recorded as each proposal's proposer.
     sampling: keyword arguments of every model call (e.g. temperature, max_tokens).
-    seed: base seed of the model calls (None: no seed is sent).
+    seed: base seed of the model calls (None: no seed is sent); step s of session i in
+      iteration t sends seeds.derive_seed(seed, "proposer_call", t, ("agentic", i, s)).
     max_lines: the search's line limit for candidates.
     tokenizer: counts tokens when the client does not report them.
     use_run_tool: for_search gives the bound proposer a SandboxRunner over its evaluate.
@@ -397,7 +398,8 @@ class AgenticProposer:
         break
       sampling = dict(self.sampling)
       if self.seed is not None:
-        sampling["seed"] = (self.seed + SEED_STRIDE * context.iteration + 100 * index + steps)
+        sampling["seed"] = seeds_lib.derive_seed(self.seed, "proposer_call", context.iteration,
+                                                 ("agentic", index, steps))
       try:
         reply = self.client.complete(messages, schemas, **sampling)
       except Exception as raised:  # pylint: disable=broad-except
