@@ -67,9 +67,11 @@ def _jsonl(path):
       where = f"{path} line {number}"
       try:
         value = json.loads(line)
-      except ValueError as error:
-        raise ValueError(f"{where}: not valid JSON ({error}); expected one JSON object per "
-                         f"line, got {line.strip()[:60]!r}.") from None
+      except json.JSONDecodeError as error:
+        position = (f"at column {error.colno}" if error.lineno == 1
+                    else "at the end of the line")
+        raise ValueError(f"{where}: not valid JSON ({error.msg} {position}); expected one "
+                         f"JSON object per line, got {line.strip()[:60]!r}.") from None
       rows.append((where, _object(value, where, "one JSON object per line")))
   return rows
 
