@@ -107,17 +107,21 @@ def grow_pool(pool, num_blocks):
   return {name: _resize(leaf, 1, num_blocks) for name, leaf in pool.items()}
 
 
-def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths):
+def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths, chunk):
   """Stacked cache of P prompts whose first prefix_lengths[p] positions come from pool pages.
 
+  The rest of each row is computed chunk tokens at a time (a loop as long as the longest
+  rest needs), so shapes depend on P and S only, whatever the split between cached and new.
+
   Args:
-    tokens: [P, T] int32, the positions after each row's cached prefix, right-padded.
-    lengths: [P] int32, real tokens in each row of tokens.
+    tokens: [P, S] int32, each row's prompt positions from 0 (right-padded).
+    lengths: [P] int32, positions to fill in each row (cached prefix included).
     pool: the block pool.
     pages: [P, S // Z] int32, row p's cached pages in order; the rest >= N (zeros).
-    prefix_lengths: [P] int32, a multiple of the block size each, <= S.
+    prefix_lengths: [P] int32, a multiple of the block size each, <= lengths.
+    chunk: static int, tokens computed per row and loop step.
   Returns:
-    kv_cache tree with P rows of S = pages.shape[1] * Z positions, length prefix + lengths.
+    kv_cache tree with P rows of S positions, length = lengths.
   """
   num_rows, num_pages = pages.shape
   cache = {"length": prefix_lengths}
@@ -125,8 +129,18 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     gathered = jnp.take(pool[name], pages, axis=1, mode="fill", fill_value=0)  # [L,P,S/Z,Z,K,H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
-  _, cache = decoder.forward_with_cache(params, config, tokens, cache, num_new_tokens=lengths)
-  return cache
+  rest = lengths - prefix_lengths
+  num_chunks = (jnp.max(rest) + chunk - 1) // chunk
+
+  def body(step, cache):
+    index = prefix_lengths[:, None] + step * chunk + jnp.arange(chunk)[None, :]
+    chunk_tokens = jnp.take_along_axis(tokens, jnp.minimum(index, tokens.shape[1] - 1), axis=1)
+    count = jnp.clip(rest - step * chunk, 0, chunk)
+    _, cache = decoder.forward_with_cache(params, config, chunk_tokens, cache,
+                                          num_new_tokens=count)
+    return cache
+
+  return jax.lax.fori_loop(0, num_chunks, body, cache)
 
 
 def save_blocks(pool, cache, rows, blocks, pages, unrolled):

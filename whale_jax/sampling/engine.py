@@ -43,8 +43,9 @@ from whale_jax.sampling import prefix_cache
 from whale_jax.sampling import stops
 
 MIN_LENGTH_BUCKET = 32
-DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
+MAX_DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
 _NO_PAGE = 2**30  # a page index past any pool: gathers read zeros, saves are dropped
+PREFILL_CHUNK = 64  # tokens per row and step of a prefill after a cached prefix
 
 
 def length_bucket(length):
@@ -142,7 +143,7 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
 
   def prefill_prefix_call(params, tokens, lengths, pool, pages, prefix_lengths):
     return decode.prefill_with_prefix(params, config, tokens, lengths, pool, pages,
-                                      prefix_lengths)
+                                      prefix_lengths, PREFILL_CHUNK)
 
   def decode_call(params, layers, slots, cancel, num_steps, stop_early, transposed):
     return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
@@ -205,20 +206,26 @@ class Engine:
       decoder.forward_with_cache. Default: on CPU, for the models decode_step supports.
     prefix_cache_bytes: memory budget of the prefix cache's block pool (KV of prompt and
       completion blocks reused by later requests that start with them; see prefix_cache.py).
-      0 turns it off. Default DEFAULT_PREFIX_CACHE_BYTES for plain decoders, 0 for hybrid
-      ones (their recurrent state is not block-granular; identical prompts admitted together
-      still share one prefill).
+      0 turns it off. The pool is allocated in full when the first block is cached (one
+      shape: no recompilation as it fills). Default for plain decoders: room for four times
+      what the slots hold (4 * max_slots * max_cache_length tokens), at most
+      MAX_DEFAULT_PREFIX_CACHE_BYTES; 0 for hybrid ones (their recurrent state is not
+      block-granular; identical prompts admitted together still share one prefill).
     prefix_block_size: tokens per cached block: 1, 2, 4, 8 or 16.
     prefix_cache_completions: also cache each finished sample's prompt + completion blocks
       (their KV is in its decode slot), so that a next turn that starts with them skips the
       completion too. Off: only prefilled prompt blocks are cached, and a next turn
       recomputes the previous completion once.
+    share_identical_prompts: requests with the same prompt admitted in one round share one
+      prefill row (exact for every model, hybrid ones included). False prefills each (a
+      baseline for benchmarks).
   """
 
   def __init__(self, config, params, tokenizer=None, mesh=None, rules=None, max_slots=64,
                min_slots=1, steps_per_call=64, max_cache_length=None,
                max_prefill_tokens=8192, num_stop_ids=16, unrolled=None,
-               prefix_cache_bytes=None, prefix_block_size=16, prefix_cache_completions=True):
+               prefix_cache_bytes=None, prefix_block_size=16, prefix_cache_completions=True,
+               share_identical_prompts=True):
     for name, value in (("max_slots", max_slots), ("min_slots", min_slots),
                         ("steps_per_call", steps_per_call),
                         ("max_prefill_tokens", max_prefill_tokens),
@@ -228,8 +235,12 @@ class Engine:
     if prefix_block_size not in (1, 2, 4, 8, 16):
       raise ValueError(f"prefix_block_size={prefix_block_size!r} must be 1, 2, 4, 8 or 16 "
                        "(it must divide every cache length bucket).")
+    token_bytes = (2 * config.num_layers * config.num_kv_heads * config.head_dim *
+                   jnp.dtype(config.compute_jnp_dtype).itemsize)
     if prefix_cache_bytes is None:
-      prefix_cache_bytes = 0 if config.is_hybrid else DEFAULT_PREFIX_CACHE_BYTES
+      prefix_cache_bytes = 0 if config.is_hybrid else min(
+          MAX_DEFAULT_PREFIX_CACHE_BYTES,
+          4 * max_slots * (max_cache_length or config.max_position_embeddings) * token_bytes)
     if not isinstance(prefix_cache_bytes, int) or prefix_cache_bytes < 0:
       raise ValueError(f"prefix_cache_bytes={prefix_cache_bytes!r} must be an int >= 0 "
                        "(0 = no prefix cache).")
@@ -279,16 +290,17 @@ class Engine:
     self._metrics = collections.Counter()
     self._max_queue_wait_seconds = 0.0
     self.prefix_block_size = prefix_block_size
-    block_bytes = (2 * config.num_layers * prefix_block_size * config.num_kv_heads *
-                   config.head_dim * jnp.dtype(config.compute_jnp_dtype).itemsize)
+    block_bytes = prefix_block_size * token_bytes
     if prefix_cache_bytes and prefix_cache_bytes < block_bytes:
       raise ValueError(f"prefix_cache_bytes={prefix_cache_bytes} is less than one block "
                        f"({block_bytes} bytes); raise it or pass 0 to turn the cache off.")
-    self._index = (prefix_cache.PrefixIndex(prefix_block_size, prefix_cache_bytes // block_bytes)
+    num_blocks = prefix_cache_bytes // block_bytes
+    self._index = (prefix_cache.PrefixIndex(prefix_block_size, num_blocks, num_blocks)
                    if prefix_cache_bytes else None)
     self._pool = None
     self._indexed_params = None
     self._cache_completions = bool(prefix_cache_completions)
+    self._share_identical_prompts = bool(share_identical_prompts)
     # Special token ids do not change the compiled functions: engines that differ only in
     # them share compilations.
     compiled_config = config.replace(eos_token_ids=(), bos_token_id=None, pad_token_id=None,
@@ -613,9 +625,10 @@ class Engine:
     rng_of = {id(s): next(rngs) for r in admitted for s in r.samples}
     rows = {}
     for request in admitted:
-      if request.prompt not in rows:
-        rows[request.prompt] = _PrefillRow(request.prompt, [], [])
-      rows[request.prompt].requests.append(request)
+      key = request.prompt if self._share_identical_prompts else id(request)
+      if key not in rows:
+        rows[key] = _PrefillRow(request.prompt, [], [])
+      rows[key].requests.append(request)
     pinned = set()  # pages read or written in this round: never evicted before use
     if self._index is not None:
       for row in rows.values():
@@ -641,18 +654,17 @@ class Engine:
     prefix = np.zeros((num_prompts,), np.int32)
     for row, group_row in enumerate(group):
       prefix[row] = group_row.prefix_length(size)
-    length = length_bucket(max(len(r.prompt) - 1 - p for r, p in zip(group, prefix)))
-    tokens = np.zeros((num_prompts, length), np.int32)
-    lengths = np.zeros((num_prompts,), np.int32)
+    tokens = np.zeros((num_prompts, total_length), np.int32)
+    lengths = np.zeros((num_prompts,), np.int32)  # positions computed
     for row, group_row in enumerate(group):
-      tokens[row, :len(group_row.prompt) - 1 - prefix[row]] = group_row.prompt[prefix[row]:-1]
+      tokens[row, :len(group_row.prompt) - 1] = group_row.prompt[:-1]
       lengths[row] = len(group_row.prompt) - 1 - prefix[row]
     if prefix.any():
       pages = np.full((num_prompts, total_length // size), _NO_PAGE, np.int32)
       for row, group_row in enumerate(group):
         pages[row, :len(group_row.pages)] = group_row.pages
       prefilled = self._call(self._functions.prefill_prefix, params, jnp.asarray(tokens),
-                             jnp.asarray(lengths), self._pool, jnp.asarray(pages),
+                             jnp.asarray(lengths + prefix), self._pool, jnp.asarray(pages),
                              jnp.asarray(prefix))
     else:
       prefilled = self._call(self._functions.prefill, params, jnp.asarray(tokens),
@@ -779,5 +791,6 @@ class Engine:
     self._to_cancel.clear()
     self._pool = None  # a failed call may have consumed the pool's donated buffers
     if self._index is not None:
-      self._index = prefix_cache.PrefixIndex(self._index.block_size, self._index.max_blocks)
+      self._index = prefix_cache.PrefixIndex(self._index.block_size, self._index.max_blocks,
+                                             self._index.max_blocks)
     return [(request, error) for request in requests.values()]
