@@ -435,14 +435,31 @@ def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None):
   return out
 
 
+GRPO_RECIPES = ("vace", "ungated", "sia")  # recipes whose solver trains with GRPO
+RSFT_RECIPES = ("whale", "whale_adaptive", "fst")
+
+
 def default_programs(config, setup):
-  """The programs a run of config uses (all but reference when GRPO keeps none)."""
-  programs = ["rsft", "grpo", "prefill", "decode"]
-  grpo_config = grpo.GRPOConfig(**dict(setup.training.get("grpo", {})))
-  if grpo_config.uses_reference:
-    programs.insert(2, "reference")
-  del config
-  return programs
+  """The programs a run of config uses: the solver's train step (RSFT or GRPO by recipe and
+  config.baseline.weight_update; both when unknown), the proposer's RSFT and GRPO steps,
+  the reference forward when GRPO keeps a reference, and the sampler's prefill and decode."""
+  recipe = config.get("recipe", "")
+  baseline = config.get("baseline", None) or {}
+  weight_update = baseline.get("weight_update", "") if recipe not in (
+      GRPO_RECIPES + RSFT_RECIPES) else ""
+  if setup.name or not recipe:
+    train = ["rsft", "grpo"]
+  elif recipe in GRPO_RECIPES or weight_update == "grpo":
+    train = ["grpo"]
+  elif recipe in RSFT_RECIPES or weight_update == "rsft":
+    train = ["rsft"]
+  elif recipe == "harness_learning":
+    train = []  # the solver is not trained; its proposer is (setup "proposer_")
+  else:
+    train = ["rsft", "grpo"]
+  if "grpo" in train and _grpo_config(setup).uses_reference:
+    train.append("reference")
+  return train + ["prefill", "decode"]
 
 
 def check(config, topology_name, mesh_sizes=None, programs=None, preset=None, hbm_bytes=None,

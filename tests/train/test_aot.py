@@ -50,6 +50,14 @@ def test_advice_names_the_cheapest_fix_in_order():
   assert "config.training.sampler.max_slots to 4" in aot.advice(setup, decode)
 
 
+def test_default_programs_follow_the_recipe():
+  config = aot_tiny_config.get_config()
+  setup = _setup(config, dict(data=1, fsdp=4, tensor=1))
+  assert aot.default_programs(config, setup) == ["rsft", "prefill", "decode"]  # whale: RSFT
+  config.recipe = "vace"  # GRPO, and the tiny config keeps a reference (kl_weight > 0)
+  assert aot.default_programs(config, setup) == ["grpo", "reference", "prefill", "decode"]
+
+
 def test_resource_exhausted_compile_is_a_failed_result():
   class OutOfMemory:
     def trace(self, *args):
@@ -82,7 +90,7 @@ def test_tiny_config_compiles_for_v5e_2x2():
   per chip are the model's size over the 4 fsdp shards (norms are replicated)."""
   _libtpu()
   config = aot_tiny_config.get_config()
-  results = aot.check(config, "v5e:2x2", log=lambda line: None)
+  results = aot.check(config, "v5e:2x2", programs=list(aot.PROGRAMS), log=lambda line: None)
   names = [result.name for _, result in results]
   assert names == ["rsft", "grpo", "reference", "prefill", "decode"]
   setup = results[0][0]
