@@ -62,7 +62,7 @@ def _harness_candidate_archived(workdir):
 def _final_state(workdir):
   run = experiment.build_run(tiny.tiny_config("whale"), workdir, show_progress=False)
   try:
-    params = jax.device_get(run.policy.state.params)
+    params = jax.device_get(run.policy.state["params"])
     archive_rows = [json.loads(line) for line in
                     open(os.path.join(workdir, "archive", "cycle_000", "summary.jsonl"))]
     metrics = [{k: v for k, v in json.loads(line).items()
