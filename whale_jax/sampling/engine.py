@@ -9,6 +9,13 @@ Any number of threads call submit(); requests queue up. The engine thread loops:
 Free slots are refilled between decode calls (continuous batching), so a long generation never
 holds short ones hostage; the slot batch shrinks again when few samples remain.
 
+Prefix sharing: requests with identical prompts admitted together share one prefill row, and
+the prefix cache (prefix_cache.py: an index of 16-token blocks over a fixed pool of KV pages)
+serves every full block a prompt shares with an earlier prompt or prompt + completion, so the
+G samples of a group and the next turn of an episode compute only what is new. Its pages
+are read into the prefill cache and written from prefills and finished decode slots by
+jitted gathers and scatters of padded index arrays; shapes never depend on what is cached.
+
 Shape buckets keep compilations few: slots in powers of two (at least min_slots), cache and
 prompt lengths in the sequence 32, 48, 64, 96, 128, ... (each step at most 1.5x), prefill
 and insert batches in powers of four. The cache grows with the samples (enough for the next
