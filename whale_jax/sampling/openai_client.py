@@ -53,10 +53,10 @@ class EndpointUnavailable(RuntimeError):
     self.url, self.consecutive_failures = url, consecutive_failures
     self.last_error = last_error
     super().__init__(
-        f"The endpoint {url} failed {consecutive_failures} calls in a row, each tried "
-        f"{attempts_per_call} times; the last failure: {last_error}. Start or fix the server "
-        "(e.g. `python -m whale_jax.serve --model=... --port=...` and check its base_url and "
-        "model name), then rerun the same command with the same --workdir: the run resumes "
+        f"The endpoint {url} failed {consecutive_failures} calls in a row (the last after "
+        f"{attempts_per_call} attempt(s)); the last failure: {last_error}. Start or fix the "
+        "server (e.g. `python -m whale_jax.serve --model=... --port=...`; check base_url "
+        "and the model name), then rerun the same command with the same --workdir: the run resumes "
         "from its last checkpoint and retries the calls that failed.")
 
 

@@ -64,8 +64,9 @@ def math_record(row, index, source, location=None):
   problem = _problem_text(row)
   answer = _answer_text(row)
   if problem is None or answer is None:
-    raise ValueError(f"{location or f'{source} row {index}'} needs a problem ('problem', 'Problem', 'question' "
-                     "or a chat 'prompt') and an answer ('answer', 'Answer', "
+    where = location or f"{source} row {index}"
+    raise ValueError(f"{where} needs a problem ('problem', 'Problem', 'question' or a chat "
+                     "'prompt') and an answer ('answer', 'Answer', "
                      f"reward_model.ground_truth or 'solution'); found fields {sorted(row)}.")
   extra_info = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
   record_id = next((value for value in (row.get("id"), row.get("ID"), row.get("problem_id"),
