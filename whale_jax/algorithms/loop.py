@@ -14,9 +14,11 @@ Phases:
                                 weight split, G rollouts each with the current weights,
                                 keep score > threshold, token-mean NLL on the kept calls.
   grpo_step(run, harness)       one GRPO step: G rollouts per prompt, group-relative
-                                advantages, all-zero groups dropped (DAPO), every call of a
-                                trajectory trained with its advantage, old logprobs from
-                                the sampler.
+                                float64 advantages, all-equal groups dropped and the batch
+                                refilled (DAPO dynamic sampling), every call of a
+                                trajectory trained with its advantage; ppo_epochs x
+                                minibatches steps clipping against the log-probs of the
+                                weights that sampled the batch (policy.py).
   harness_search(run, incoming, label, ...)   Meta-Harness search on the harness split.
   evaluate_test(run, harness)   test mean@k (never used for any decision).
 
@@ -51,6 +53,7 @@ from whale_jax.search import seeds as seeds_lib
 from whale_jax.search import validation_gate
 from whale_jax.tasks import domain as domain_lib
 from whale_jax.train import checkpoint as checkpoint_lib
+from whale_jax.train import dapo
 
 
 @dataclasses.dataclass
@@ -227,13 +230,21 @@ def steps_for_epochs(run, epochs):
 
 # --- weight steps ------------------------------------------------------------------------
 
-def _collect_weight_batch(run, harness):
+def _collect_weight_batch(run, harness, seed_key=None):
   prompts = next_prompts(run, run.loop.prompt_batch)
+  seed_key = ("weight", run.state.weight_steps) if seed_key is None else seed_key
   batch = rollouts_lib.collect(run.runtime, run.domain, harness, prompts, run.sampling,
-                               run.loop.num_samples, ("weight", run.state.weight_steps),
-                               run.loop.seed)
+                               run.loop.num_samples, seed_key, run.loop.seed)
   run.counts.add("weight", batch.num_rollouts, batch.num_generated_tokens)
   return batch
+
+
+# Per-step GRPO metrics (train/grpo.py) reported as their mean over a weight step's
+# optimizer steps; the first step's clip fraction and KL are reported too (the first step of
+# a batch is on-policy: its clip fraction is 0).
+GRPO_MEAN_METRICS = ("clip_fraction", "clip_fraction_low", "clip_fraction_high",
+                     "clip_fraction_dual", "kl_to_reference", "approx_kl", "importance_weight",
+                     "sampler_trainer_logprob_gap", "entropy")
 
 
 def _finish_weight_step(run, kind, batch, history, extra):
@@ -246,6 +257,12 @@ def _finish_weight_step(run, kind, batch, history, extra):
   if history:
     metrics["loss"] = float(np.mean([h["loss"] for h in history]))
     metrics["grad_norm"] = float(np.mean([h["grad_norm"] for h in history]))
+    for name in GRPO_MEAN_METRICS:
+      if name in history[0]:
+        metrics[name] = float(np.mean([h[name] for h in history]))
+    for name in ("clip_fraction", "kl_to_reference"):
+      if name in history[0]:
+        metrics[f"first_step_{name}"] = history[0][name]
   outcomes = batch.outcome_counts()
   metrics.update({f"outcome_{name}": count for name, count in outcomes.items()})
   run.log.log("weight", run.counts.training, kind=kind, **metrics)
@@ -264,25 +281,96 @@ def rsft_step(run, harness):
       "samples": len(samples), "dropped_samples": dropped})
 
 
-def grpo_step(run, harness):
-  """One GRPO step; returns its metrics (and keeps the batch in run.last_batch)."""
-  batch = _collect_weight_batch(run, harness)
-  advantages, kept = samples_lib.group_advantages(  # [P, G], [P]
-      batch.scores, run.loop.advantage_normalization, run.loop.filter_zero_advantage)
-  trajectories, trajectory_advantages = [], []
-  for group, group_advantages, keep in zip(batch.trajectories, advantages, kept):
-    if not keep:
-      continue
-    for trajectory, advantage in zip(group, group_advantages):
-      if trajectory.outcome != "infra_error":
-        trajectories.append(trajectory)
-        trajectory_advantages.append(float(advantage))
+def merge_batches(batches):
+  """One RolloutBatch of several (instances and episodes in order, rollouts summed)."""
+  if len(batches) == 1:
+    return batches[0]
+  evaluations = [batch.evaluation for batch in batches]
+  evaluation = search_evaluation.Evaluation(
+      task_ids=sum((tuple(e.task_ids) for e in evaluations), ()),
+      sample_keys=sum((tuple(e.sample_keys) for e in evaluations), ()),
+      scores=sum((tuple(e.scores) for e in evaluations), ()),
+      trajectories=sum((tuple(e.trajectories) for e in evaluations), ()),
+      rollouts=sum(e.rollouts for e in evaluations),
+      generated_tokens=sum(e.generated_tokens for e in evaluations))
+  return rollouts_lib.RolloutBatch(sum((tuple(b.instances) for b in batches), ()), evaluation,
+                                   batches[0].num_samples)
+
+
+def generated_tokens(trajectory):
+  return sum(len(c.token_ids) for call in trajectory.calls for c in call.completions)
+
+
+def cut_off(trajectory):
+  """Whether a completion of the trajectory stopped at a generation limit."""
+  return any(c.finish_reason == "length" for call in trajectory.calls for c in call.completions)
+
+
+def generation_limit(run):
+  """DAPO's L_max: the per-episode token budget if the runtime has one, else max_tokens."""
+  return getattr(run.runtime, "max_episode_tokens", None) or run.sampling.max_tokens
+
+
+def _training_scores(run, batch):
+  """[P, G] float64 scores the advantages are computed from: the task scores, plus DAPO's
+  soft overlong penalty when config.loop.overlong_cache_tokens is set."""
+  scores = np.asarray(batch.scores, np.float64)
+  if run.loop.overlong_cache_tokens:
+    lengths = np.asarray([[generated_tokens(t) for t in group] for group in batch.trajectories],
+                         np.int64)
+    scores = scores + dapo.soft_overlong_penalty(lengths, int(generation_limit(run)),
+                                                 run.loop.overlong_cache_tokens)
+  return scores
+
+
+def grpo_step(run, harness, budget_rollouts=0):
+  """One GRPO step; returns its metrics (and keeps the batch in run.last_batch).
+
+  Dynamic sampling (DAPO; config.loop.filter_zero_advantage and max_refill_rounds): groups
+  whose training scores are all equal are dropped; while fewer than prompt_batch informative
+  groups were collected, up to max_refill_rounds more rounds of prompt_batch prompts are
+  collected (the data cursor advances; round r > 0 seeds its episodes with seed key
+  ("weight", step, "refill", r)). Every round's rollouts count in run.counts; an extra round
+  starts only when its rollouts fit in budget_rollouts (0 = no budget). The first
+  prompt_batch informative groups are trained on; if the bound is hit, those collected.
+  """
+  target, group_size = run.loop.prompt_batch, run.loop.num_samples
+  batches = [_collect_weight_batch(run, harness)]
+  scores = [_training_scores(run, batches[0])]
+  while (run.loop.max_refill_rounds and len(batches) <= run.loop.max_refill_rounds and
+         dapo.informative_groups(np.concatenate(scores)).sum() < target and
+         (not budget_rollouts or
+          run.counts.training + target * group_size <= budget_rollouts)):
+    batches.append(_collect_weight_batch(
+        run, harness, ("weight", run.state.weight_steps, "refill", len(batches))))
+    scores.append(_training_scores(run, batches[-1]))
+  batch, scores = merge_batches(batches), np.concatenate(scores)  # [P, G]
+  informative = dapo.informative_groups(scores)
+  if run.loop.filter_zero_advantage:
+    kept_groups = dapo.select_informative(scores, target)
+  else:
+    kept_groups = np.arange(len(scores))
+  advantages, _ = samples_lib.group_advantages(scores, run.loop.advantage_normalization, False)
+  trajectories, trajectory_advantages, overlong = [], [], 0
+  groups = batch.trajectories
+  for index in kept_groups:
+    for trajectory, advantage in zip(groups[index], advantages[index]):
+      if trajectory.outcome == "infra_error":
+        continue
+      if run.loop.overlong_filter and cut_off(trajectory):
+        overlong += 1
+        continue
+      trajectories.append(trajectory)
+      trajectory_advantages.append(float(advantage))
   samples, dropped = samples_lib.from_trajectories(trajectories, trajectory_advantages,
                                                    max_length=run.policy.config.row_length)
   history = run.policy.train(samples, "grpo") if samples else []
   run.last_batch = batch
   return _finish_weight_step(run, "grpo", batch, history, {
-      "kept_groups": int(kept.sum()), "samples": len(samples), "dropped_samples": dropped})
+      "kept_groups": len(kept_groups), "groups_sampled": len(scores),
+      "informative_groups": int(informative.sum()), "refill_rounds": len(batches) - 1,
+      "rollouts_discarded": (len(scores) - len(kept_groups)) * group_size,
+      "overlong_filtered": overlong, "samples": len(samples), "dropped_samples": dropped})
 
 
 def weight_steps(run, harness, num_steps, step_fn=rsft_step, label="weight", stop=None):

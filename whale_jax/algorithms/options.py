@@ -23,7 +23,7 @@ EMBEDDED_SOLVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "asse
 RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "weight_only", "harness_only",
            "stagewise", "sia", "harness_learning")
 PROPOSERS = ("edit_library", "in_process", "openai")
-ADVANTAGE_NORMALIZATIONS = ("mean_std", "mean")
+ADVANTAGE_NORMALIZATIONS = ("grpo", "drgrpo", "rloo", "mean_std", "mean")  # = train/advantages
 GATE_RULES = ("strict", "sign_test", "bootstrap")   # = whale_jax.search.gate.RULES
 SELECTION_RULES = ("strict", "best_of")
 STAGES = ("base", "sft", "grpo")
@@ -50,8 +50,19 @@ class LoopConfig:
     num_samples: G rollouts per prompt in a weight step.
     score_threshold: RSFT keeps trajectories scoring above this.
     sft_epochs: passes over the kept samples per RSFT step.
-    advantage_normalization: GRPO "mean_std" or "mean".
-    filter_zero_advantage: drop GRPO groups whose advantages are all zero (DAPO).
+    advantage_normalization: the GRPO advantage estimator (train/advantages.py): "grpo"
+      (mean/std, ddof 1), "drgrpo" (mean only) or "rloo"; "mean_std" and "mean" are older
+      names of "grpo" and "drgrpo".
+    filter_zero_advantage: drop GRPO groups whose rewards are all equal (DAPO).
+    max_refill_rounds: DAPO dynamic sampling: while a GRPO step holds fewer than prompt_batch
+      informative groups, collect up to this many more rounds of prompt_batch prompts
+      (0 = no refill: train on the informative groups of the first round).
+    overlong_filter: DAPO overlong filtering: a GRPO trajectory cut off at a generation
+      limit (a completion that finished for "length") is not trained on.
+    overlong_cache_tokens: DAPO's soft overlong punishment, L_cache: a trajectory that
+      generated more than L_max - L_cache tokens gets the linear penalty of DAPO eq. 13 added
+      to its score before the advantages (L_max = config.runtime.max_episode_tokens, or
+      config.sampling.max_tokens when that is 0); 0 = off.
     search_iterations, candidates_per_iteration: Meta-Harness budget per harness phase.
     eval_num_samples: k of test mean@k.
     eval_interval_rollouts: evaluate the test split each time training rollouts pass a
@@ -67,6 +78,9 @@ class LoopConfig:
   sft_epochs: int = 1
   advantage_normalization: str = "mean_std"
   filter_zero_advantage: bool = True
+  max_refill_rounds: int = 0
+  overlong_filter: bool = False
+  overlong_cache_tokens: int = 0
   search_iterations: int = 6
   candidates_per_iteration: int = 3
   eval_num_samples: int = 8
@@ -79,11 +93,16 @@ class LoopConfig:
     for name in ("prompt_batch", "num_samples", "sft_epochs", "search_iterations",
                  "candidates_per_iteration", "eval_num_samples", "checkpoint_every_steps"):
       _at_least(f"config.loop.{name}", getattr(self, name), 1)
-    for name in ("eval_interval_rollouts", "eval_max_instances"):
+    for name in ("eval_interval_rollouts", "eval_max_instances", "max_refill_rounds",
+                 "overlong_cache_tokens"):
       _at_least(f"config.loop.{name}", getattr(self, name), 0)
     _one_of("config.loop.advantage_normalization", self.advantage_normalization,
             ADVANTAGE_NORMALIZATIONS)
     _one_of("config.loop.gate_rule", self.gate_rule, GATE_RULES)
+    if self.max_refill_rounds and not self.filter_zero_advantage:
+      raise ValueError(f"config.loop.max_refill_rounds={self.max_refill_rounds} refills the "
+                       "batch with informative groups, which needs "
+                       "config.loop.filter_zero_advantage=True; set one or the other.")
 
 
 @dataclasses.dataclass(frozen=True)

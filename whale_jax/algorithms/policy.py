@@ -21,6 +21,18 @@ minibatches of samples_per_step samples, one optimizer step each (RSFT's "SFT mi
 one pass over the samples = one SFT epoch). Each minibatch is packed into rows of row_length
 tokens; the row count is rounded up to a power of two (and to the data-parallel size) so the
 step compiles for few shapes.
+
+GRPO (train(samples, "grpo")) runs train/grpo_update.update: the samples are cut into
+config.training.grpo.num_minibatches minibatches (default: one per samples_per_step), the
+old log-probs of every minibatch are taken before the first step -- recomputed at the current
+weights, which are the weights that sampled the batch (nothing updates the sampler between
+collection and train()), or the sampler's own (old_logprobs_source "sampler") -- and
+ppo_epochs passes of one optimizer step per minibatch all clip against them. The sampler is
+updated once, after the last step.
+
+Reference: when the GRPO config keeps one (kl_weight > 0 or keep_reference), a frozen copy of
+the params given to __init__ (the run's initial weights) is made there, before any
+set_state, so a resumed run keeps the initial weights as its reference, not the restored ones.
 """
 import functools
 
@@ -35,8 +47,10 @@ from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
 from whale_jax.search import seeds as seeds_lib
 from whale_jax.train import grpo
+from whale_jax.train import grpo_update
 from whale_jax.train import optimizer as optimizer_lib
 from whale_jax.train import packing
+from whale_jax.train import reference as reference_lib
 from whale_jax.train import rsft
 from whale_jax.train import step as step_lib
 from whale_jax.train import train_state
@@ -66,6 +80,15 @@ class Policy:
     self.grpo_config = grpo.GRPOConfig(**policy_config.grpo)
     self.state = train_state.create(model_config, params, self.optimizer, mesh,
                                     rules.TRAIN_RULES)
+    self.reference = self._reference_logprobs = None
+    if self.grpo_config.uses_reference:  # the initial weights, before any set_state
+      self.reference = reference_lib.create(model_config, self.state["params"], mesh,
+                                            rules.TRAIN_RULES,
+                                            offload=self.grpo_config.offload_reference)
+      self._reference_logprobs = grpo_update.make_reference_logprobs_fn(
+          model_config, self.reference, mesh, rules.TRAIN_RULES, self.grpo_config.temperature,
+          policy_config.num_microbatches)
+    self._logprobs = None  # built on the first GRPO update
     self.sampler_mesh = (mesh_lib.host_local_mesh(mesh) if mesh_lib.spans_processes(mesh)
                          else mesh)
     self.sampler = Sampler(model_config, self._sampler_params(self.state["params"]),
@@ -116,20 +139,40 @@ class Policy:
     return self._steps[loss]
 
   def train(self, samples, loss="rsft", epochs=1):
-    """Optimizer steps over the samples (epochs passes of minibatches); returns their metrics.
+    """Optimizer steps over the samples; returns their metrics.
 
+    "rsft": epochs passes of minibatches. "grpo": grpo_update.update (module docstring); its
+    passes are config.training.grpo.ppo_epochs, so epochs must be 1.
     Returns:
       a list with one dict of float metrics per optimizer step (empty if there were none).
     """
     samples = [s for s in samples if len(s.token_ids) <= self.config.row_length]
+    if loss == "grpo" and epochs != 1:
+      raise ValueError(f"train(..., 'grpo', epochs={epochs}): GRPO passes over a batch are "
+                       "config.training.grpo.ppo_epochs; call with epochs=1.")
     if not samples:
       return []
     step = self._step(loss)
     history = []
     try:
-      self._train_epochs(step, samples, epochs, history)
+      if loss == "grpo":
+        history = self._train_grpo(step, samples)
+      else:
+        self._train_epochs(step, samples, epochs, history)
     finally:  # once per call: on a multi-host mesh this gathers the weights
       self.sampler.update_params(self._sampler_params(self.state["params"]))
+    return history
+
+  def _train_grpo(self, step, samples):
+    if self._logprobs is None:
+      self._logprobs = grpo_update.make_logprobs_fn(
+          self.model_config, self.mesh, rules.TRAIN_RULES, self.grpo_config.temperature,
+          self.config.num_microbatches)
+    self.state, history = grpo_update.update(
+        self.state, step, samples, self.grpo_config, self._logprobs, self._reference_logprobs,
+        row_length=self.config.row_length, samples_per_step=self.config.samples_per_step,
+        row_multiple=self._row_multiple,
+        seed=seeds_lib.derive_seed(self.config.seed, "minibatch_order", self.num_updates))
     return history
 
   def _train_epochs(self, step, samples, epochs, history):

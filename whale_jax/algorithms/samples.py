@@ -16,6 +16,7 @@ completion; a sample longer than max_length is dropped (and counted).
 import numpy as np
 
 from whale_jax.search import revision
+from whale_jax.train import dapo
 from whale_jax.train import grpo as grpo_lib
 from whale_jax.train import packing
 
@@ -63,12 +64,12 @@ def from_trajectories(trajectories, advantages=None, max_length=None):
 
 
 def group_advantages(rewards, normalization, filter_zero_advantage):
-  """([P, G] group-relative advantages, [P] bool: the group is kept) of [P, G] rewards; a
-  group whose advantages are all zero is dropped when filter_zero_advantage (DAPO)."""
-  advantages = np.asarray(grpo_lib.group_advantages(np.asarray(rewards, np.float32),
-                                                    normalization=normalization))
-  kept = ~np.all(advantages == 0, axis=1) if filter_zero_advantage else np.ones(
-      len(advantages), bool)
+  """([P, G] float64 group-relative advantages, [P] bool: the group is kept) of [P, G]
+  rewards (train/advantages.py; normalization is an estimator or an older name); a group whose
+  rewards are all equal is dropped when filter_zero_advantage (DAPO)."""
+  advantages = grpo_lib.group_advantages(rewards, normalization=normalization)
+  kept = (dapo.informative_groups(rewards) if filter_zero_advantage
+          else np.ones(len(advantages), bool))
   return advantages, kept
 
 

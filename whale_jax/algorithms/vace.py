@@ -15,6 +15,7 @@ Departures from the paper: the optimizer proposes with whale_jax's proposers rat
 HarnessEvolve's agent; validation means of pairs come from the gate evaluations (and one
 validation evaluation per cycle when ungated).
 """
+import functools
 import json
 import os
 
@@ -30,10 +31,11 @@ def _block_directory(run, cycle):
   return os.path.join(run.host_dir, "vace", f"cycle_{cycle:03d}")
 
 
-def _grpo_step_recording(run, harness):
+def _grpo_step_recording(run, harness, budget_rollouts=0):
   """grpo_step that also saves the step's scored trajectories, so that the proposal after
-  the block sees them even when the run was resumed in between."""
-  metrics = loop.grpo_step(run, harness)
+  the block sees them even when the run was resumed in between. Refill rounds of dynamic
+  sampling start only within budget_rollouts (0 = no budget)."""
+  metrics = loop.grpo_step(run, harness, budget_rollouts)
   directory = _block_directory(run, run.state.cycle)
   rows = [json.dumps({"score": score, "trajectory": trajectory.to_json()})
           for _, trajectory, score in run.last_batch.flat()]
@@ -82,7 +84,9 @@ def run_vace(run, vace_config):
       if vace_config.budget_rollouts:
         stop = lambda run: whale.remaining_rollouts(run, vace_config.budget_rollouts) <= 0
       loop.weight_steps(run, loop.incumbent(run), vace_config.block_steps,
-                        _grpo_step_recording, label=f"cycle {state.cycle} GRPO", stop=stop)
+                        functools.partial(_grpo_step_recording,
+                                          budget_rollouts=vace_config.budget_rollouts),
+                        label=f"cycle {state.cycle} GRPO", stop=stop)
       loop.start_phase(run, "harness")
       loop.checkpoint(run)
     if state.phase == "harness":
