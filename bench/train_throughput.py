@@ -2,6 +2,7 @@ r"""Training throughput: whale_jax's train step beside transformers + torch, sam
 
   python bench/train_throughput.py                      # ~3M and ~100M Qwen3, T = 512
   python bench/train_throughput.py --models=small --repeats=3
+  python bench/train_throughput.py --attention   # ~100M: blockwise vs dense, T = 512 and 4096
 
 For each model a random Qwen3 checkpoint is written with transformers and loaded into
 whale_jax with hf.load_hf, so both frameworks train the very same weights on the very same
@@ -21,6 +22,13 @@ When other processes share the cores, wall time mostly measures their load; CPU-
 (model FLOPs per CPU second / the matmul's FLOPs per CPU second) and the CPU-time ratio are
 the steadier comparison. Threads that spin while waiting count as CPU time, so CPU time is
 an upper bound on the work done.
+
+--attention compares whale_jax with itself: the same model (--attention_models, one per
+length; default the ~100M "base") and batch, the train step
+with attention="dense" and attention="blockwise" alternating step by step, at each of
+--attention_lengths (batch --attention_batch_sizes). Rows longer than 1024 tokens use
+remat="full" in both (dense attention's saved [N, T, T] probabilities of every layer would
+not fit this machine's memory otherwise). It prints the load average beside the ratios.
 """
 import argparse
 import json
@@ -139,6 +147,56 @@ def jax_step_fn(config, params, batch):
   return step
 
 
+def _random_checkpoint(name, dtype):
+  hf_config = transformers.Qwen3Config(**MODELS[name], tie_word_embeddings=True,
+                                       max_position_embeddings=8192, rms_norm_eps=1e-6)
+  torch.manual_seed(0)
+  model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+  with tempfile.TemporaryDirectory() as directory:
+    model.save_pretrained(directory, safe_serialization=True)
+    return hf.load_hf(directory, dtype="float32", compute_dtype=dtype)
+
+
+def bench_attention(names, lengths, batch_sizes, repeats, dtype="float32"):
+  """Blockwise vs dense attention in whale_jax's train step, side by side per length."""
+  results = []
+  for name, seq_len, batch_size in zip(names, lengths, batch_sizes):
+    config, params = _random_checkpoint(name, dtype)
+    batch = make_batch(config.vocab_size, batch_size, seq_len, prompt_len=seq_len // 8)
+    remat = "full" if seq_len > 1024 else "none"
+    steps = {choice: jax_step_fn(config.replace(attention=choice, remat=remat),
+                                           params, batch)
+             for choice in ("dense", "blockwise")}
+    first_loss = {choice: step() for choice, step in steps.items()}
+    times = {choice: [] for choice in steps}
+    loads = [os.getloadavg()[0]]
+    for _ in range(repeats):
+      for choice, step in steps.items():
+        times[choice].append(timed(step))
+      loads.append(os.getloadavg()[0])
+    result = {"model": name, "params": config.num_params(), "seq_len": seq_len,
+              "batch_size": batch_size, "remat": remat, "first_loss": first_loss,
+              "load_average_1min": loads}
+    for choice, choice_times in times.items():
+      result[choice] = {"seconds_per_step": statistics.median(t[0] for t in choice_times),
+                        "cpu_seconds_per_step": statistics.median(t[1] for t in choice_times),
+                        "all_seconds": [round(t[0], 2) for t in choice_times]}
+    result["ratio"] = result["dense"]["seconds_per_step"] / result["blockwise"]["seconds_per_step"]
+    result["cpu_ratio"] = (result["dense"]["cpu_seconds_per_step"]
+                           / result["blockwise"]["cpu_seconds_per_step"])
+    print(f"{name} T={seq_len} batch {batch_size} remat={remat}: first loss dense "
+          f"{first_loss['dense']:.5f} / blockwise {first_loss['blockwise']:.5f}; "
+          f"dense {result['dense']['seconds_per_step']:.2f} s/step "
+          f"{result['dense']['all_seconds']}, blockwise "
+          f"{result['blockwise']['seconds_per_step']:.2f} s/step "
+          f"{result['blockwise']['all_seconds']}; blockwise speed-up (dense / blockwise) "
+          f"wall {result['ratio']:.2f}, CPU {result['cpu_ratio']:.2f}; load average "
+          f"{', '.join(f'{load:.1f}' for load in loads)}", flush=True)
+    results.append(result)
+    del steps, params
+  return results
+
+
 def bench_model(name, batch_size, seq_len, repeats, peak_flops, dtype="float32"):
   hf_config = transformers.Qwen3Config(**MODELS[name], tie_word_embeddings=True,
                                        max_position_embeddings=4096, rms_norm_eps=1e-6)
@@ -187,7 +245,24 @@ def main():
                       help="compute dtype (parameters and optimizer stay float32); the peak is "
                       "measured with matmuls in this dtype")
   parser.add_argument("--output", default=None, help="also write the results as JSON here")
+  parser.add_argument("--attention", action="store_true",
+                      help="blockwise vs dense attention in whale_jax only (model: base)")
+  parser.add_argument("--attention_lengths", default="512,4096")
+  parser.add_argument("--attention_batch_sizes", default="4,1")
+  parser.add_argument("--attention_models", default="base,base", help="one model per length")
   args = parser.parse_args()
+  if args.attention:
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()}")
+    results = bench_attention(args.attention_models.split(","),
+                              [int(x) for x in args.attention_lengths.split(",")],
+                              [int(x) for x in args.attention_batch_sizes.split(",")],
+                              args.repeats, args.dtype)
+    if args.output:
+      with open(args.output + ".tmp", "w") as f:
+        json.dump({"attention": results}, f, indent=1)
+      os.replace(args.output + ".tmp", args.output)
+    return
   names = args.models.split(",")
   batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
   if len(batch_sizes) == 1:
