@@ -128,8 +128,8 @@ def test_a_weight_step_starts_only_when_its_rollouts_fit():
 
 @pytest.mark.parametrize("rewards, patience, stop", [
     ([0.1, 0.2, 0.3, 0.4], 2, False),       # window means 0.15, 0.25, 0.35: still improving
-    ([0.5, 0.1, 0.1, 0.1, 0.1], 3, True),   # means 0.3, 0.1, 0.1, 0.1: best 3 steps ago
-    ([0.5, 0.1, 0.1, 0.1, 0.1], 4, False),  # ... but patience 4 is not yet reached
+    ([0.5, 0.1, 0.1, 0.1, 0.1], 3, True),   # means 0.5, 0.3, 0.1, ...: none above the start
+    ([0.5, 0.1, 0.1, 0.1, 0.1], 6, False),  # ... but patience 6 is not yet reached
     ([0.1, 0.5, 0.1, 0.1, 0.2], 3, True),   # means 0.3, 0.3, 0.1, 0.15: a tie is no new best
     ([0.3, 0.3], 3, False),                 # shorter than the patience: too early to stop
 ])

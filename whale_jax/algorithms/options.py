@@ -145,9 +145,9 @@ class WhaleConfig:
   max_cycles: int = 30
   adaptive: bool = False
   window_epochs: float = 0.2           # adaptive weight phase: window = minimum = patience
-  min_iterations: int = 6              # adaptive harness phase
+  min_iterations: int = 6              # adaptive harness phase, the incoming evaluation included
   patience_iterations: int = 2
-  max_iterations: int = 15
+  max_iterations: int = 15             # proposer iterations (the incoming evaluation not counted)
   prompt_only: bool = False            # FST: harness search may change prompt strings only
 
   def __post_init__(self):

@@ -7,9 +7,11 @@ The data cursor persists across cycles; the last cycle ends after its weight pha
 weight budget is spent.
 
 Adaptive schedule (SPEC 1.3): a weight phase stops when the sliding-window mean of the
-training reward has set no new phase best for `patience` steps (window = minimum length =
-patience = 0.2 epoch by default); a harness phase runs at least 6 iterations, stops after 2
-without a new best, and at most 15.
+training reward has set no new phase best for `patience` steps, after at least a minimum
+number of steps (window = minimum length = patience = 0.2 epoch by default, so a phase may
+end after 0.2 epoch; see adaptive_stop); a harness phase runs at least 6 iterations (the
+incoming harness's evaluation and 5 proposer iterations), stops after 2 without a new best,
+and runs at most max_iterations = 15 proposer iterations (16 with the incoming evaluation).
 
 Budgets: the weight budget in epochs (total_weight_epochs) and, optionally, a budget of
 training rollouts (weight + harness) shared with the baselines for equal-budget comparisons;
@@ -52,14 +54,29 @@ def search_budget(run, iterations, budget_rollouts):
   return min(iterations, fits)
 
 
-def adaptive_stop(run, window, patience):
-  """True when the window mean of training reward made no new best for `patience` steps."""
+def adaptive_stop(run, window, patience, minimum=None):
+  """True when the weight phase should end (SPEC 1.3).
+
+  Steps s = 1..n of the phase have window means m_s = mean of the rewards of steps
+  max(1, s - window + 1) .. s. The phase's best step b is the last step whose mean exceeded
+  every earlier mean, or 0 when none exceeded m_1 (m_1 is the level the phase starts from).
+  The phase ends once n >= minimum (default: window) and n - b >= patience, so with window =
+  minimum = patience = P it can end after P steps, when the reward never rose above its first
+  step's.
+  """
   rewards = run.state.phase_rewards
-  if len(rewards) < max(window, patience):
+  minimum = window if minimum is None else minimum
+  if len(rewards) < minimum:
     return False
-  means = [sum(rewards[i - window + 1:i + 1]) / window for i in range(window - 1, len(rewards))]
-  best_index = max(range(len(means)), key=lambda i: (means[i], -i))
-  return len(means) - 1 - best_index >= patience
+  best_step, best = 0, None
+  for step in range(1, len(rewards) + 1):
+    recent = rewards[max(0, step - window):step]
+    mean = sum(recent) / len(recent)
+    if best is None:
+      best = mean
+    elif mean > best:
+      best_step, best = step, mean
+  return len(rewards) - best_step >= patience
 
 
 def run_whale(run, whale_config):
@@ -98,9 +115,11 @@ def run_whale(run, whale_config):
     if state.phase == "harness":
       label = f"cycle_{state.cycle:03d}"
       if whale_config.adaptive:
+        # meta_harness counts the incoming evaluation as iteration 1; max_iterations counts
+        # proposer iterations.
         budget = dict(min_iterations=whale_config.min_iterations,
                       patience=whale_config.patience_iterations,
-                      max_iterations=search_budget(run, whale_config.max_iterations,
+                      max_iterations=search_budget(run, whale_config.max_iterations + 1,
                                                    whale_config.budget_rollouts))
         budget["min_iterations"] = min(budget["min_iterations"], budget["max_iterations"])
       else:
