@@ -15,6 +15,17 @@ max_tokens may only be lowered, and n is at most MAX_SAMPLES_PER_CALL. Unless th
 passes a seed, call k of an episode uses seed (episode seed * 1_000_003 + k) mod 2**31, so
 two harnesses run on the same episode draw the same random stream call by call.
 
+Budget per rollout: with max_episode_tokens = B > 0 (config.runtime.max_episode_tokens; the
+papers' 8,192 or 16,384 tokens per rollout), the completion tokens of all of an episode's llm
+calls together are at most B. A call made when R = B - (tokens generated so far) tokens are
+left gets max_tokens = min(its max_tokens, R // n), so even n completions cannot pass B; a
+call with R // n = 0 is refused with a RequestError (error_type "BudgetExhausted") the harness
+may catch -- it gets no more model output in this episode.
+
+Thinking: enable_thinking (config.runtime.enable_thinking; None = the template's default) is
+passed to the chat template of every llm.chat call (Qwen3 / Qwen3.5 templates read it;
+tokenization/chat.py's default template writes an empty think block when it is False).
+
 Errors: RequestError goes back to the harness as an exception it may catch (a bad request or a
 failing tool); InfraError means the host side failed and ends the episode as infra_error.
 """
@@ -76,7 +87,49 @@ def sampling_params(defaults, requested, method, call_index):
     raise RequestError("ValueError", f"llm.{method}(): {error}") from None
 
 
-def _render(tokenizer, message, method):
+def check_episode_budget(max_episode_tokens):
+  """Raises ValueError unless max_episode_tokens is an int >= 0 (0 = no budget)."""
+  if (not isinstance(max_episode_tokens, int) or isinstance(max_episode_tokens, bool) or
+      max_episode_tokens < 0):
+    raise ValueError(f"config.runtime.max_episode_tokens={max_episode_tokens!r} must be an int "
+                     ">= 0: completion tokens per episode over all its llm calls (0 = no "
+                     "budget; the papers use 8192 or 16384).")
+
+
+def chat_template_kwargs(tokenizer, enable_thinking):
+  """The keywords every llm.chat render passes to tokenizer.apply_chat_template: {} when
+  enable_thinking is None, else {"enable_thinking": it}. Raises ValueError when the setting
+  is not a bool or None, or the tokenizer's apply_chat_template cannot take it."""
+  if enable_thinking is None:
+    return {}
+  if not isinstance(enable_thinking, bool):
+    raise ValueError(f"config.runtime.enable_thinking={enable_thinking!r} must be True, False "
+                     "or None (the chat template's default).")
+  parameters = inspect.signature(tokenizer.apply_chat_template).parameters.values()
+  if not any(p.name == "enable_thinking" or p.kind == p.VAR_KEYWORD for p in parameters):
+    raise ValueError(f"config.runtime.enable_thinking={enable_thinking} needs a tokenizer "
+                     "whose chat template takes it (a Hugging Face tokenizer, e.g. Qwen3's); "
+                     f"{type(tokenizer).__name__} does not. Set it to None.")
+  return {"enable_thinking": enable_thinking}
+
+
+def budget_params(params, generated_so_far, max_episode_tokens, method):
+  """params with max_tokens clipped to the episode's budget (module docstring)."""
+  if not max_episode_tokens:
+    return params
+  left = max_episode_tokens - generated_so_far
+  per_completion = max(left, 0) // params.n
+  if per_completion < 1:
+    raise RequestError("BudgetExhausted", f"llm.{method}(): this episode has generated "
+                       f"{generated_so_far} of its {max_episode_tokens} tokens "
+                       f"(max_episode_tokens), which leaves none for n={params.n} "
+                       "completion(s); finish with what you have.")
+  if per_completion < params.max_tokens:
+    return params.replace(max_tokens=per_completion)
+  return params
+
+
+def _render(tokenizer, message, method, template_kwargs=None):
   if method == "chat":
     messages, tools = message.get("messages"), message.get("tools")
     try:
@@ -88,7 +141,8 @@ def _render(tokenizer, message, method):
       raise RequestError("TypeError", "llm.chat(tools=...) takes a list of JSON function "
                          "schemas (dicts).")
     try:
-      return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
+      return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools,
+                                           **(template_kwargs or {}))
     except (TypeError, ValueError) as error:
       raise RequestError("ValueError", f"llm.chat(): {error}") from None
   if method == "generate":
@@ -109,14 +163,18 @@ def visible_text(tokenizer, token_ids):
 
 
 def serve_llm(backend, tokenizer, defaults, message, call_index, episode_start,
-              timeout_seconds=None):
+              timeout_seconds=None, generated_so_far=0, max_episode_tokens=0,
+              template_kwargs=None):
   """Serves one llm request. Returns (text or list of texts, LLMCall).
 
   timeout_seconds bounds the wait for the backend (None: wait as long as it takes).
+  generated_so_far: completion tokens of the episode's earlier calls; max_episode_tokens:
+  the episode's budget (0 = none; module docstring). template_kwargs: chat_template_kwargs.
   """
   method = message.get("method")
   params = sampling_params(defaults, message.get("sampling", {}), method, call_index)
-  prompt_ids = [int(i) for i in _render(tokenizer, message, method)]
+  params = budget_params(params, generated_so_far, max_episode_tokens, method)
+  prompt_ids = [int(i) for i in _render(tokenizer, message, method, template_kwargs)]
   started = time.monotonic()
   try:
     completions = backend.submit(prompt_ids, params).result(timeout_seconds)

@@ -109,6 +109,9 @@ class HarnessRuntime:
     allow_weak_sandbox: where bubblewrap namespaces or seccomp are unavailable, run harnesses
       anyway with what there is (logged once as a warning) instead of raising
       confinement.SandboxUnavailable. Only for code you trust.
+    max_episode_tokens: completion tokens per episode over all its llm calls (0 = no budget;
+      host_calls.budget_params says how a call past it is clipped or refused).
+    enable_thinking: the chat template's thinking switch for llm.chat (None = its default).
   """
 
   def __init__(self, backend, tokenizer, num_workers=4, timeout_seconds=60.0,
@@ -117,7 +120,7 @@ class HarnessRuntime:
                max_stdout_chars=20_000, max_message_bytes=16 << 20, max_source_chars=200_000,
                allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
                start_timeout_seconds=60.0, backend_timeout_seconds=None,
-               allow_weak_sandbox=False):
+               allow_weak_sandbox=False, max_episode_tokens=0, enable_thinking=None):
     if not isinstance(num_workers, int) or num_workers < 1:
       raise ValueError(f"HarnessRuntime(num_workers={num_workers!r}) must be an int >= 1.")
     if not timeout_seconds > 0:
@@ -125,6 +128,9 @@ class HarnessRuntime:
     if memory_bytes < MIN_MEMORY_BYTES:
       raise ValueError(f"HarnessRuntime(memory_bytes={memory_bytes}) is below the "
                        f"{MIN_MEMORY_BYTES} bytes a Python process needs; use at least that.")
+    host_calls.check_episode_budget(max_episode_tokens)
+    self.max_episode_tokens = max_episode_tokens  # completion tokens per episode (host_calls)
+    self.chat_template_kwargs = host_calls.chat_template_kwargs(tokenizer, enable_thinking)
     self.confinement = confinement_lib.confinement_for(allow_weak_sandbox)
     self.backend, self.tokenizer = backend, tokenizer
     self.timeout_seconds = float(timeout_seconds)
@@ -449,9 +455,13 @@ class _EpisodeRun:
     """The reply to one llm or tools request (records the call in the trajectory)."""
     try:
       if message["type"] == "llm":
-        value, call = host_calls.serve_llm(self.runtime.backend, self.runtime.tokenizer,
-                                           self.episode.sampling, message, len(self.calls),
-                                           self.started, self.runtime.backend_timeout_seconds)
+        value, call = host_calls.serve_llm(
+            self.runtime.backend, self.runtime.tokenizer, self.episode.sampling, message,
+            len(self.calls), self.started, self.runtime.backend_timeout_seconds,
+            generated_so_far=sum(len(c.token_ids) for past in self.calls
+                                 for c in past.completions),
+            max_episode_tokens=self.runtime.max_episode_tokens,
+            template_kwargs=self.runtime.chat_template_kwargs)
         self.calls.append(call)
         return {"type": "reply", "ok": True, "value": value}
       event = host_calls.serve_tool(self.episode.tools, message, self.started)

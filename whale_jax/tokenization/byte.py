@@ -62,5 +62,6 @@ class ByteTokenizer:
     raw = token.encode("utf-8")
     return raw[0] if len(raw) == 1 else None
 
-  def apply_chat_template(self, messages, add_generation_prompt=True, tools=None):
-    return self.encode(chat.render(messages, add_generation_prompt, tools))
+  def apply_chat_template(self, messages, add_generation_prompt=True, tools=None,
+                          enable_thinking=None):
+    return self.encode(chat.render(messages, add_generation_prompt, tools, enable_thinking))

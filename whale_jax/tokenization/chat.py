@@ -13,6 +13,10 @@ A message is a dict with "role" (system, user, assistant or tool) and "content" 
 When `tools` (a list of JSON-serializable function schemas) is given, a "# Tools" section
 listing them is appended to the system message (one is created if there is none).
 The assistant turn ends with <|im_end|>, which is therefore an end-of-generation token.
+
+enable_thinking=False (the switch of Qwen3's template) follows the generation prompt with an
+empty think block, "<think>\n\n</think>\n\n", so the model answers without thinking; True
+or None leave the prompt as above.
 """
 import json
 
@@ -37,7 +41,10 @@ def validate_messages(messages):
                        f"{type(message.get('content')).__name__}.")
 
 
-def render(messages, add_generation_prompt=True, tools=None):
+THINK_OFF = "<think>\n\n</think>\n\n"
+
+
+def render(messages, add_generation_prompt=True, tools=None, enable_thinking=None):
   """The default template as text (special-token strings included)."""
   validate_messages(messages)
   messages = list(messages)
@@ -50,4 +57,6 @@ def render(messages, add_generation_prompt=True, tools=None):
   text = "".join(f"{TURN_START}{m['role']}\n{m['content']}{TURN_END}\n" for m in messages)
   if add_generation_prompt:
     text += f"{TURN_START}assistant\n"
+    if enable_thinking is False:
+      text += THINK_OFF
   return text

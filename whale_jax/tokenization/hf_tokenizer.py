@@ -47,7 +47,8 @@ class HFTokenizer:
     """Token ids of messages rendered by the checkpoint's template (or the default one)."""
     chat.validate_messages(messages)
     if self.chat_template is None:
-      return self.encode(chat.render(messages, add_generation_prompt, tools))
+      return self.encode(chat.render(messages, add_generation_prompt, tools,
+                                     kwargs.get("enable_thinking")))
     rendered = self.tokenizer.apply_chat_template(
         list(messages), tools=tools, add_generation_prompt=add_generation_prompt,
         tokenize=True, **kwargs)
