@@ -46,13 +46,15 @@ flags.DEFINE_integer("prompt_length", 64, "Prompt tokens.")
 flags.DEFINE_bool("agentic", True, "Also run the agentic pattern (small model).")
 flags.DEFINE_integer("agentic_episodes", 48, "Concurrent episodes of the agentic pattern.")
 flags.DEFINE_string("json_out", "", "Optional path for the results as JSON.")
+flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "whale_jax's weight and "
+                  "compute dtype (transformers stays float32); each row states it.")
 flags.DEFINE_list("torch_threads", ["1", "2"], "Thread counts tried for transformers; the "
                   "fastest median is the reference (OpenMP threads degrade badly when the "
                   "cores are shared with other work, one thread less so).")
 
 CONFIGS = {  # Qwen3 shapes; num_params counts the tied embedding once.
-    "small": dict(vocab_size=8192, hidden_size=128, intermediate_size=512, num_hidden_layers=8,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, new_tokens=128),
+    "small": dict(vocab_size=512, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=64, new_tokens=64),
     "large": dict(vocab_size=32768, hidden_size=768, intermediate_size=2048,
                   num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
                   head_dim=64, new_tokens=64),
@@ -145,7 +147,7 @@ def fixed_batches(name, model, config, params, limits, rows):
       flops, step_bytes = work_per_token(config, batch_size,
                                          FLAGS.prompt_length + new_tokens / 2)
       row = dict(model=name, params_millions=round(config.num_params() / 1e6, 1),
-                 batch_size=batch_size, new_tokens=new_tokens,
+                 batch_size=batch_size, new_tokens=new_tokens, whale_dtype=FLAGS.dtype,
                  whale_tokens_per_second=round(whale_rate, 1),
                  transformers_tokens_per_second=round(reference_rate, 1),
                  ratio=round(whale_rate / reference_rate, 2),
@@ -231,7 +233,7 @@ def main(_):
   for name in FLAGS.models:
     with tempfile.TemporaryDirectory() as directory:
       model = build_checkpoint(name, directory)
-      config, params = hf.load_hf(directory, dtype="float32")
+      config, params = hf.load_hf(directory, dtype=FLAGS.dtype)
       if FLAGS.batch_sizes:
         fixed_batches(name, model, config, params, limits, rows)
       if FLAGS.agentic and name == "small":
