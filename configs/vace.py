@@ -3,7 +3,8 @@ OfficeQA ("docqa") or AutomationBench ("toolflow"), and the paper's baselines as
 
 Paper settings (SPEC 2.2-2.5): Qwen3.5-9B; OfficeQA split 84 train / 53 validation / 109 test
 (binary correctness), AutomationBench's HR, Marketing and Finance tasks split 80 / 58 / 71
-(partial credit); GRPO with DAPO-style filtering of groups whose advantages are all zero;
+(partial credit); GRPO with DAPO-style oversampling and filtering of groups whose
+advantages are all zero;
 one harness candidate per round from the round's RL trajectories, kept only on strict
 improvement of the validation mean at the updated checkpoint (ties keep the incumbent); the
 reported pair is the one with the best validation score seen; test = mean of 3 evaluations
@@ -15,7 +16,8 @@ gate_decisions.jsonl with both validation means.
 
 Guesses where the paper is silent (each marked "guess" below): group size 8, learning rate
 1e-6, prompts per step 32, block length 5 GRPO steps (Table 4 evaluates proposals at RL
-updates 5, 15, 30), DAPO clip-higher 0.2 / 0.28 without a KL term, sampling at temperature 1
+updates 5, 15, 30), up to 2 DAPO refill rounds per step, DAPO clip-higher 0.2 / 0.28
+without a KL term, sampling at temperature 1
 and top-k 20, the proposer endpoint, the verifier tolerance (the domain's default).
 
 Methods (one word of the argument; default vace), with the same budgets (12 or 32 harness
@@ -36,9 +38,8 @@ candidates, 5 GRPO updates per candidate) and, but for sia, the same splits:
                 validation and test draws are not the other methods' (same sizes).
   static        the seed pair, evaluated only (recipe "weight_only" with a rollout budget
                 too small for one weight step).
-Departures: DAPO's oversampling (drawing more prompts until a step has prompt_batch groups
-with non-zero advantages) is not done, filtered groups just shrink the step; the
-AutomationBench split is drawn from the pooled tasks, not per domain as in Table 1.
+Departure: the AutomationBench split is drawn from the pooled tasks, not per domain as in
+Table 1.
 
   python -m whale_jax.main --config=configs/vace.py:docqa --workdir=/mnt/whale/vace/officeqa
   python -m whale_jax.main --config=configs/vace.py:toolflow,rl_only --workdir=...
@@ -100,7 +101,8 @@ def get_config(arg: str = "docqa"):
       sampler=dict(max_slots=256, steps_per_call=64, max_cache_length=32_768))
   config.loop = dict(seed=0, prompt_batch=PROMPT_BATCH,
                      num_samples=8,                    # guess: group size
-                     advantage_normalization="mean_std", filter_zero_advantage=True,
+                     advantage_normalization="grpo", filter_zero_advantage=True,
+                     max_refill_rounds=2,              # guess: DAPO oversampling rounds
                      search_iterations=HARNESS_TRIALS[domain] + 1, candidates_per_iteration=1,
                      eval_num_samples=3, eval_interval_rollouts=0, gate_rule="strict",
                      checkpoint_every_steps=BLOCK_STEPS)
@@ -134,7 +136,8 @@ def smoke(config, domain):
   presets.smoke(config)
   config.domain = presets.tiny_domain(domain, **SMOKE_DOMAINS[domain])
   config.loop.update(search_iterations=3, candidates_per_iteration=1,
-                     filter_zero_advantage=False, eval_num_samples=1, checkpoint_every_steps=1)
+                     filter_zero_advantage=False, max_refill_rounds=0, eval_num_samples=1,
+                     checkpoint_every_steps=1)
   config.vace = dict(num_cycles=2, block_steps=1)
   config.baseline = dict(total_weight_epochs=_rl_epochs(2, config.loop.prompt_batch,
                                                         config.domain.split_sizes["weight"]),

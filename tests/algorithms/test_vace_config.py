@@ -67,6 +67,7 @@ def test_every_argument_builds_and_passes_the_config_check(tmp_path):
         train, validation, test)
     assert sizes["harness"] == harness
     assert config.loop.eval_num_samples == 3 and config.loop.filter_zero_advantage
+    assert config.loop.max_refill_rounds >= 1   # DAPO oversampling
     assert config.vace.num_cycles == PAPER_TRIALS[domain]
     # RL-only and SIA get as many GRPO updates as VACE's blocks hold (hand-computed:
     # ceil(epochs x train size / prompt batch), as loop.steps_for_epochs counts them).
