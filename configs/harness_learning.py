@@ -22,6 +22,8 @@ retrieval server are the researcher's (see whale_jax/tasks/searchqa_domain.py).
   python -m whale_jax.main --config=configs/harness_learning.py:sudoku --workdir=...  # held out
   python -m whale_jax.main --config=configs/harness_learning.py:qa --workdir=...
   python -m whale_jax.main --config=configs/harness_learning.py:smoke --workdir=/tmp/hl  # CPU
+  python -m whale_jax.main --config=configs/harness_learning.py:tiny --workdir=/tmp/hl \
+      --config.harness_learning.teachers=...   # smoke + the served teacher (see tiny below)
 """
 import ml_collections
 
@@ -92,7 +94,8 @@ def _multi_hop_qa(config):
 
 
 def get_config(arg: str = ""):
-  args = presets.parse_args(arg, ("qa", "smoke") + HELD_OUT_DATASETS + HARD_HELD_OUT_DATASETS,
+  args = presets.parse_args(arg, ("qa", "smoke", "tiny") + HELD_OUT_DATASETS +
+                            HARD_HELD_OUT_DATASETS,
                             "configs/harness_learning.py")
   config = ml_collections.ConfigDict()
   config.recipe = "harness_learning"
@@ -113,8 +116,12 @@ def get_config(arg: str = ""):
   config.search = dict(proposer="edit_library")  # unused: the trained proposer proposes
   config.runtime = dict(num_workers=256, timeout_seconds=600.0)
   config.mesh = dict(data=-1, fsdp=8, tensor=1)
-  if "smoke" in args:
+  if "smoke" in args or "tiny" in args:
     smoke(config)
+  if "tiny" in args:  # the paper's teachers: the served teacher model and the edit library
+    config.harness_learning.teachers = (
+        dict(TEACHER, base_url=presets.TINY_ENDPOINT, model="embedded",
+             sampling=dict(max_tokens=64, temperature=1.0)), dict(proposer="edit_library"))
   return config
 
 

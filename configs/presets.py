@@ -53,3 +53,36 @@ def smoke(config):
 def paper_sampling(max_tokens=8192):
   """WHALE's rollout sampling (SPEC 1.5): temperature 1, top-p 1, top-k 20."""
   return dict(max_tokens=max_tokens, temperature=1.0, top_p=1.0, top_k=20)
+
+
+TINY_ENDPOINT = "http://127.0.0.1:8000/v1"   # a `python -m whale_jax.serve` on this machine
+
+
+def tiny(config, split_sizes, model=None, max_tokens=48):
+  """Shrinks a paper config to a CPU run of a few minutes that changes only sizes: a tiny
+  model (model, default tiny_model() with the byte tokenizer), split_sizes, a few rollouts,
+  steps and candidates, short replies, 2 sandbox workers. Every component stays the paper's:
+  the domain's file loaders (its paths, relative to the working directory), the proposer and
+  judge endpoints (set config.search.base_url / config.domain.judge.base_url by flag, e.g.
+  --config.search.base_url=http://127.0.0.1:8123/v1), the sandboxed runtime."""
+  if model is None:
+    config.model, config.tokenizer = tiny_model(), "byte"
+  else:
+    config.model, config.tokenizer = model
+  config.domain.split_sizes = split_sizes
+  config.sampling = dict(config.sampling, max_tokens=max_tokens)
+  config.eval_sampling = dict()
+  config.training.update(row_length=2048, samples_per_step=16, num_microbatches=1,
+                         sampler=dict(max_slots=16, steps_per_call=16, max_cache_length=2048))
+  config.training.optimizer = dict(learning_rate=1e-3, warmup_steps=0)
+  config.loop.update(prompt_batch=4, num_samples=2, search_iterations=2,
+                     candidates_per_iteration=2, eval_num_samples=1, eval_interval_rollouts=0,
+                     checkpoint_every_steps=1)
+  if config.search.get("proposer") == "openai":
+    config.search.base_url = TINY_ENDPOINT
+    config.search.sampling = dict(config.search.sampling, max_tokens=64)
+  if "judge" in config.domain:
+    config.domain.judge.update(base_url=TINY_ENDPOINT, max_tokens=8, backoff_seconds=0.0)
+  config.runtime = dict(num_workers=2, timeout_seconds=60.0, allow_weak_sandbox=False)
+  config.mesh = dict(data=1, num_devices=1)
+  return config

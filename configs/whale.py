@@ -8,14 +8,22 @@ changes in most harness phases.
   python -m whale_jax.main --config=configs/whale.py:searchqa --workdir=/mnt/whale/run1
   python -m whale_jax.main --config=configs/whale.py:math,adaptive --workdir=...
   python -m whale_jax.main --config=configs/whale.py:smoke --workdir=/tmp/whale_smoke  # CPU
+  python -m whale_jax.main --config=configs/whale.py:searchqa,tiny --workdir=/tmp/w \
+      --config.search.base_url=http://127.0.0.1:8123/v1 \
+      --config.domain.judge.base_url=http://127.0.0.1:8124/v1   # paper path, CPU size
 """
 import ml_collections
 
 from configs import presets
 
+# The seven SearchQA test sets in FlashRAG's layout (question, golden_answers, id), 100 of each.
+SEARCHQA_TEST = tuple(f"data/flashrag/{name}" for name in (
+    "nq/test.jsonl", "triviaqa/test.jsonl", "popqa/test.jsonl", "hotpotqa/dev.jsonl",
+    "2wikimultihopqa/dev.jsonl", "musique/dev.jsonl", "bamboogle/test.jsonl"))
 DOMAINS = {
     "searchqa": dict(name="searchqa", questions=["data/searchR1/train.parquet"],
-                     split_questions={"test": ["data/searchR1/test.parquet"]},
+                     split_questions={"test": list(SEARCHQA_TEST)},
+                     per_file_sizes={"test": 100},
                      retrieval_urls=["http://localhost:8000/retrieve"], verifier="judge",
                      judge=dict(base_url="http://localhost:8001/v1", model="judge",
                                 api_key_env=None),   # tasks.judge.openai_judge options
@@ -32,8 +40,18 @@ MODELS = {"searchqa": "Qwen/Qwen3.5-2B", "math": "Qwen/Qwen3.5-2B", "chess": "Qw
 WEIGHT_EPOCHS = {"searchqa": 4.0, "math": 6.0, "chess": 4.0}
 
 
+# "tiny": the paper's components at CPU size (presets.tiny); SearchQA searches a local corpus
+# file (BM25) instead of the retrieval server, the solver is the embedded demo model (it writes
+# <answer> tags, so the judge is asked).
+TINY_SPLITS = {"searchqa": {"weight": -1, "harness": 4, "validation": 4, "test": 7},
+               "math": {"weight": -1, "harness": 2, "validation": 2, "test": 4},
+               "chess": {"weight": 8, "harness": 2, "validation": 2, "test": 2}}
+TINY_MODELS = {"searchqa": (dict(source="embedded"), "embedded")}
+
+
 def get_config(arg: str = "searchqa"):
-  args = presets.parse_args(arg, tuple(DOMAINS) + ("adaptive", "smoke"), "configs/whale.py")
+  args = presets.parse_args(arg, tuple(DOMAINS) + ("adaptive", "smoke", "tiny"),
+                            "configs/whale.py")
   domain = next((name for name in DOMAINS if name in args), "searchqa")
   config = ml_collections.ConfigDict()
   config.recipe = "whale_adaptive" if "adaptive" in args else "whale"
@@ -58,8 +76,26 @@ def get_config(arg: str = "searchqa"):
                        sampling=dict(max_tokens=32_000, temperature=1.0))
   config.runtime = dict(num_workers=256, timeout_seconds=1800.0)
   config.mesh = dict(data=-1, fsdp=8, tensor=1)
+  if "tiny" in args:
+    tiny(config, domain)
   if "smoke" in args:
     presets.smoke(config)
     config.whale.update(weight_epochs=0.5, total_weight_epochs=1.0)
     config.search = dict(proposer="edit_library")
+  return config
+
+
+def tiny(config, domain):
+  """The paper config at CPU size: needs the data files (paths as above, relative to the
+  working directory), an OpenAI-compatible proposer (and, for SearchQA, judge) endpoint at
+  presets.TINY_ENDPOINT or the --config.search.base_url / --config.domain.judge.base_url
+  given, and the sandbox (tests/algorithms/test_paper_smoke.py runs every one)."""
+  presets.tiny(config, TINY_SPLITS[domain], TINY_MODELS.get(domain), max_tokens=96)
+  if domain == "searchqa":
+    config.domain.update(retrieval_urls=None, corpus="data/searchR1/wiki-18.jsonl",
+                         per_file_sizes={"test": 1})
+    config.domain.judge.update(max_attempts=1)
+  config.search.update(model="embedded", api_key_env="", timeout_seconds=120.0, max_retries=2,
+                       max_consecutive_failures=3)   # keys, so flags can set them
+  config.whale.update(weight_epochs=0.5, total_weight_epochs=1.0, max_cycles=1)
   return config

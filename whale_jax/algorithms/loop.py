@@ -29,6 +29,7 @@ seeded by counters kept in run.state (episode seeds, data order, minibatch order
 replayed steps make the same choices, and a harness search resumes from its archive.
 """
 import dataclasses
+import json
 import math
 import os
 import time
@@ -463,16 +464,37 @@ def evaluate_test(run, harness=None, label=""):
   trajectories = [trajectory for _, trajectory, _ in batch.flat()]
   scores = [score for _, _, score in batch.flat()]
   behaviour = run.domain.metrics(instances, trajectories, scores)
+  per_task = batch.per_instance_mean()
   record = {"rollouts": run.counts.training, "test_mean": batch.mean_score(),
             "weights_id": run.policy.weights_id, "harness_hash": harness.hash,
-            "cycle": run.state.cycle, "label": label,
-            "per_task": batch.per_instance_mean()}
+            "cycle": run.state.cycle, "label": label, "per_task": per_task,
+            "per_subset": per_subset_means(per_task)}
+  if jax.process_index() == 0:  # every test episode, so behaviour metrics can be recomputed
+    atomic_files.write_text(
+        os.path.join(run.workdir, "test_trajectories",
+                     f"evaluation_{len(run.state.evaluations):03d}.jsonl"),
+        "".join(json.dumps({"instance_id": instance.id, "score": score,
+                            "rollouts": record["rollouts"], "harness_hash": harness.hash,
+                            "weights_id": record["weights_id"],
+                            "trajectory": trajectory.to_json()}, default=str) + "\n"
+                for instance, trajectory, score in batch.flat()))
   run.state.evaluations.append(record)
   scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
              if isinstance(value, (int, float))}
   run.log.log("evaluation", run.counts.training, test_mean=record["test_mean"],
               eval_seconds=time.time() - start, label=label, **scalars)
   return record
+
+
+def per_subset_means(per_task):
+  """{subset: mean} of per-task means, a task's subset being its id before the first ":"
+  (the question file's stem for SearchQA: nq, hotpotqa, ...); {} when ids carry none."""
+  groups = {}
+  for task_id, mean in per_task.items():
+    subset, separator, _ = str(task_id).partition(":")
+    if separator:
+      groups.setdefault(subset, []).append(mean)
+  return {subset: float(np.mean(means)) for subset, means in sorted(groups.items())}
 
 
 def maybe_evaluate(run, force=False):
@@ -505,4 +527,5 @@ def summary(run, recipe):
           "incumbent_hash": incumbent(run).hash,
           "curve": [(r["rollouts"], r["test_mean"]) for r in run.state.evaluations],
           "final_per_task": final["per_task"] if final else {},
+          "final_per_subset": final.get("per_subset", {}) if final else {},
           "gate_decisions": run.state.gate_decisions}

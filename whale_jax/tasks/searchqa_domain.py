@@ -13,10 +13,15 @@ Verifier: the last <answer>…</answer> of the returned text, scored by normaliz
 ("exact_match", the default and Harness Learning's metric), token F1 ("f1") or the WHALE LLM
 judge ("judge", which needs `judge=LLMJudge(...)`). No answer tag scores 0.
 Extra metrics: exact_match, f1, retrieval_hit_rate (episodes that searched whose search
-results contain a golden answer, normalized) and search_calls_per_episode.
+results contain a golden answer, normalized), correct_given_retrieval_hit (mean score of those
+episodes: WHALE Fig. 3's conditional correctness), retrieval_hits (their number) and
+search_calls_per_episode.
 """
 import os
 import threading
+import zlib
+
+import numpy as np
 
 from whale_jax.harness import static_checks
 from whale_jax.tasks import behaviour
@@ -110,8 +115,14 @@ def qa_metrics(instances, trajectories, scores):
   count = max(len(instances), 1)
   metrics["exact_match"] = sum(map(qa_answers.exact_match, predictions, golds)) / count
   metrics["f1"] = sum(map(qa_answers.f1_score, predictions, golds)) / count
-  hits = [hit for hit in map(_retrieval_hit, trajectories, golds) if hit is not None]
+  hit_of = list(map(_retrieval_hit, trajectories, golds))
+  hits = [hit for hit in hit_of if hit is not None]
   metrics["retrieval_hit_rate"] = sum(hits) / len(hits) if hits else 0.0
+  # WHALE Fig. 3: correctness of the episodes whose search results held a golden answer.
+  scores_on_hit = [score for hit, score in zip(hit_of, scores) if hit]
+  metrics["correct_given_retrieval_hit"] = (sum(scores_on_hit) / len(scores_on_hit)
+                                            if scores_on_hit else 0.0)
+  metrics["retrieval_hits"] = len(scores_on_hit)
   metrics["search_calls_per_episode"] = sum(
       len(behaviour.tool_events(t, "search")) for t in trajectories) / count
   return metrics
@@ -131,19 +142,42 @@ def _qa_domain(name, make_splits, retrieve, verifier, judge, config, seed_harnes
 
 def _load_question_files(paths):
   """Question records from several files; ids are prefixed by file stem (or folder/stem)."""
+  return [record for records in _load_each_file(paths) for record in records]
+
+
+def _load_each_file(paths):
+  """[records of one file] per path, ids prefixed by file stem (or folder/stem)."""
   paths = [os.fspath(p) for p in paths]
   stems = [os.path.splitext(os.path.basename(p))[0] for p in paths]
-  records = []
+  per_file = []
   for path, stem in zip(paths, stems):
     source = stem
     if stems.count(stem) > 1:
       source = f"{os.path.basename(os.path.dirname(os.path.abspath(path)))}/{stem}"
-    records += qa_files.load_questions(path, source=source)
+    per_file.append(qa_files.load_questions(path, source=source))
+  return per_file
+
+
+def _draw_per_file(split, paths, per_file, seed):
+  """Question records of paths, per_file of each file drawn at random (seeded by seed, split
+  and the file's position), in file order: WHALE's SearchQA test set is 100 questions of
+  each of its 7 test files."""
+  records = []
+  paths = as_paths(paths)
+  for index, (path, file_records) in enumerate(zip(paths, _load_each_file(paths))):
+    if per_file > len(file_records):
+      raise ValueError(f"per_file_sizes[{split!r}]={per_file}: {os.fspath(path)} has only "
+                       f"{len(file_records)} questions; lower per_file_sizes or use a larger "
+                       "file.")
+    stream = [seed, index, zlib.crc32(split.encode())]
+    order = np.random.default_rng(stream).permutation(len(file_records))
+    records += [file_records[i] for i in sorted(order[:per_file])]
   return records
 
 
 def searchqa_domain(questions=None, split_questions=None, corpus=None, retrieval_urls=None,
-                    split_sizes=None, seed=0, verifier="exact_match", judge=None):
+                    split_sizes=None, seed=0, verifier="exact_match", judge=None,
+                    per_file_sizes=None):
   """SearchQA over question files the researcher brings (see qa_files for the layouts).
 
   Args:
@@ -155,7 +189,18 @@ def searchqa_domain(questions=None, split_questions=None, corpus=None, retrieval
     split_sizes: {split: size}, -1 for the rest of the pool (default DEFAULT_SPLIT_SIZES).
     seed: split seed.
     verifier, judge: see the module docstring.
+    per_file_sizes: {split: n} for splits of split_questions drawn as n questions of each of
+      their files (the split's size is then n x files; WHALE's test: 100 of each of 7).
+      Instance ids start with the file's stem, so per-file scores can be read back
+      (loop.per_subset_means).
   """
+  per_file_sizes = dict(per_file_sizes or {})
+  for split, per_file in per_file_sizes.items():
+    if split not in (split_questions or {}):
+      raise ValueError(f"per_file_sizes[{split!r}]: split {split!r} has no files of its own; "
+                       f"add split_questions[{split!r}] = [file, ...] or drop the entry.")
+    if not isinstance(per_file, int) or per_file < 1:
+      raise ValueError(f"per_file_sizes[{split!r}]={per_file!r} must be an int >= 1.")
   if (corpus is None) == (retrieval_urls is None):
     raise ValueError("searchqa needs exactly one of corpus=<passages .jsonl/.parquet> (local "
                      "BM25) or retrieval_urls=[<http://host:port/retrieve>, ...].")
@@ -171,16 +216,23 @@ def searchqa_domain(questions=None, split_questions=None, corpus=None, retrieval
 
   def make_splits():
     pool = [question_instance(r) for r in _load_question_files(as_paths(questions))]
-    fixed = {split: [question_instance(r) for r in _load_question_files(as_paths(paths))]
-             for split, paths in (split_questions or {}).items()}
-    return splits_lib.split_instances(pool, split_sizes, seed, fixed=fixed)
+    fixed, sizes = {}, dict(split_sizes)
+    for split, paths in (split_questions or {}).items():
+      if split in per_file_sizes:
+        records = _draw_per_file(split, paths, per_file_sizes[split], seed)
+        fixed[split] = [question_instance(r) for r in records]
+        sizes[split] = len(splits_lib.unique_instances(fixed[split]))
+      else:
+        fixed[split] = [question_instance(r)
+                        for r in _load_question_files(as_paths(paths))]
+    return splits_lib.split_instances(pool, sizes, seed, fixed=fixed)
 
   config = {"questions": [os.fspath(p) for p in as_paths(questions)],
             "split_questions": {k: [os.fspath(p) for p in as_paths(v)]
                                 for k, v in (split_questions or {}).items()},
             "corpus": os.fspath(corpus) if corpus is not None else None,
             "retrieval_urls": retrieval_urls, "split_sizes": split_sizes, "seed": seed,
-            "verifier": verifier}
+            "verifier": verifier, "per_file_sizes": per_file_sizes}
   return _qa_domain("searchqa", make_splits, retrieve, verifier, judge, config)
 
 

@@ -1,0 +1,210 @@
+"""Every paper config on its real path at CPU size ("tiny": only sizes change), end to end
+through `python -m whale_jax.main`: the openai proposer (and for SearchQA the openai judge)
+talk to `python -m whale_jax.serve` processes this module starts on 127.0.0.1, the domains
+read fixture files in the published layouts (tests/algorithms/paper_fixtures.py), episodes run
+in the sandboxed runtime. Traffic is checked from outside the run: the servers' own request
+counters (/health) against the proposals the archive holds.
+
+Then endpoint faults of a run: a proposer server killed mid-run stops the run (non-zero exit,
+the endpoint and how to resume named, no half-done iteration cached), and the same command
+after the server is back finishes with the summary of an uninterrupted run.
+
+Slow (minutes each on 2 CPU cores): python -m pytest -q -m slow tests/algorithms/test_paper_smoke.py
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.algorithms import paper_fixtures
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SERVE_ARGS = ["--model=embedded", "--max_slots=8", "--max_cache_length=16384",
+              "--max_pending_requests=64", "--default_max_tokens=64"]
+RUN_TIMEOUT = 1500
+# One failed call stops the run (the client's default is 3 in a row).
+FAULT_FLAGS = ["--config.search.max_retries=1", "--config.search.timeout_seconds=20",
+               "--config.search.max_consecutive_failures=1"]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def proposer_server():
+  served = paper_fixtures.Served(SERVE_ARGS)
+  yield served
+  served.stop()
+
+
+@pytest.fixture(scope="module")
+def judge_server():
+  served = paper_fixtures.Served(SERVE_ARGS + ["--served_model_name=judge"])
+  yield served
+  served.stop()
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp("paper_data"))
+  paper_fixtures.write_searchqa(root)
+  paper_fixtures.write_math(root)
+  paper_fixtures.write_chess(root)
+  return root
+
+
+def run_main(config, workdir, cwd, *flags, timeout=RUN_TIMEOUT):
+  """(exit status, output, seconds) of `python -m whale_jax.main` run in cwd."""
+  start = time.time()
+  result = subprocess.run(
+      [sys.executable, "-m", "whale_jax.main", f"--config={REPO}/{config}",
+       f"--workdir={workdir}", "--progress=false", *flags],
+      cwd=cwd, capture_output=True, text=True, timeout=timeout,
+      env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO})
+  return result.returncode, result.stdout + result.stderr, time.time() - start
+
+
+def proposer_flags(url):
+  return [f"--config.search.base_url={url}"]
+
+
+def archive_candidates(workdir, proposer="embedded"):
+  """Candidate records of every archive under workdir made by proposer."""
+  rows = []
+  for path in sorted(glob.glob(os.path.join(workdir, "**", "summary.jsonl"), recursive=True)):
+    with open(path, encoding="utf-8") as file:
+      rows += [json.loads(line) for line in file if line.strip()]
+  return [row for row in rows if row.get("proposer") == proposer]
+
+
+def check_proposals(workdir, served_delta):
+  """Every proposer call the server answered is one archived candidate, evaluated or
+  refused with reasons; returns (parsed, refused)."""
+  candidates = archive_candidates(workdir)
+  assert len(candidates) == served_delta, (len(candidates), served_delta)
+  for candidate in candidates:
+    assert candidate["status"] in ("evaluated", "rejected", "duplicate"), candidate
+    if candidate["status"] == "rejected":
+      assert candidate["reasons"], candidate
+  refused = [c for c in candidates if c["status"] == "rejected"]
+  return len(candidates) - len(refused), len(refused)
+
+
+def report(name, seconds, served, parsed, refused, verdicts=None):
+  line = (f"{name}: {seconds:.0f} s, {served} proposer requests served, {parsed} proposals "
+          f"parsed, {refused} refused with reasons")
+  if verdicts is not None:
+    line += f", {verdicts} judge requests served"
+  print(line)
+
+
+@pytest.mark.parametrize("argument", ["math,tiny", "chess,tiny", "chess,adaptive,tiny"])
+def test_whale_tiny_runs_on_the_paper_path(argument, proposer_server, data_dir, tmp_path):
+  before = proposer_server.health()["served_requests"]
+  status, output, seconds = run_main(f"configs/whale.py:{argument}", tmp_path / "run",
+                                     data_dir, *proposer_flags(proposer_server.url))
+  assert status == 0, output[-3000:]
+  served = proposer_server.health()["served_requests"] - before
+  assert served > 0
+  parsed, refused = check_proposals(str(tmp_path / "run"), served)
+  summary = json.load(open(tmp_path / "run" / "summary.json"))
+  assert summary["counts"]["harness"] > 0 and summary["counts"]["evaluation"] > 0
+  report(argument, seconds, served, parsed, refused)
+
+
+def test_searchqa_tiny_with_the_served_judge(proposer_server, judge_server, data_dir,
+                                             tmp_path):
+  before = proposer_server.health()["served_requests"]
+  judged_before = judge_server.health()["served_requests"]
+  workdir = tmp_path / "run"
+  status, output, seconds = run_main(
+      "configs/whale.py:searchqa,tiny", workdir, data_dir,
+      *proposer_flags(proposer_server.url), f"--config.domain.judge.base_url={judge_server.url}")
+  assert status == 0, output[-3000:]
+  served = proposer_server.health()["served_requests"] - before
+  verdicts = judge_server.health()["served_requests"] - judged_before
+  parsed, refused = check_proposals(str(workdir), served)
+  assert served > 0 and verdicts > 0
+  # The test set: one question of each of the 7 files (per_file_sizes), every episode saved.
+  summary = json.load(open(workdir / "summary.json"))
+  assert sorted(summary["final_per_subset"]) == sorted(
+      name.removesuffix(".jsonl") for name in paper_fixtures.SEARCHQA_TEST_FILES)
+  saved = sorted(glob.glob(str(workdir / "test_trajectories" / "*.jsonl")))
+  assert len(saved) == len(summary["curve"])
+  with open(saved[-1], encoding="utf-8") as file:
+    rows = [json.loads(line) for line in file]
+  assert len({row["instance_id"] for row in rows}) == 7
+  means = {}
+  for row in rows:
+    means.setdefault(row["instance_id"].split(":")[0], []).append(row["score"])
+  assert summary["final_per_subset"] == {k: sum(v) / len(v) for k, v in means.items()}
+  report("searchqa,tiny", seconds, served, parsed, refused, verdicts)
+
+
+def test_harness_learning_tiny_with_the_served_teacher(proposer_server, data_dir, tmp_path):
+  before = proposer_server.health()["served_requests"]
+  teachers = (dict(proposer="openai", base_url=proposer_server.url, model="embedded",
+                   api_key_env="", sampling=dict(max_tokens=64, temperature=1.0)),
+              dict(proposer="edit_library"))
+  status, output, seconds = run_main(
+      "configs/harness_learning.py:tiny", tmp_path / "run", data_dir,
+      f"--config.harness_learning.teachers={teachers!r}")
+  assert status == 0, output[-3000:]
+  served = proposer_server.health()["served_requests"] - before
+  assert served > 0
+  report("harness_learning:tiny", seconds, served, 0, 0)
+
+
+def _iteration_proposals(workdir):
+  return sorted(glob.glob(os.path.join(workdir, "**", "proposals.json"), recursive=True))
+
+
+def test_a_killed_proposer_server_stops_the_run_and_a_resume_finishes_it(data_dir, tmp_path):
+  reference_server = paper_fixtures.Served(SERVE_ARGS)
+  try:
+    status, output, _ = run_main("configs/whale.py:math,tiny", tmp_path / "reference",
+                                 data_dir, *proposer_flags(reference_server.url))
+    assert status == 0, output[-3000:]
+  finally:
+    reference_server.stop()
+  served = paper_fixtures.Served(SERVE_ARGS)
+  url, port = served.url, served.port
+  workdir = str(tmp_path / "interrupted")
+  process = subprocess.Popen(
+      [sys.executable, "-m", "whale_jax.main", f"--config={REPO}/configs/whale.py:math,tiny",
+       f"--workdir={workdir}", "--progress=false", *proposer_flags(url),
+       *FAULT_FLAGS],
+      cwd=data_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO})
+  try:
+    deadline = time.time() + RUN_TIMEOUT
+    while served.health()["served_requests"] < 1:   # the first proposer call was answered
+      assert process.poll() is None and time.time() < deadline
+      time.sleep(0.5)
+    served.stop()
+    output, _ = process.communicate(timeout=RUN_TIMEOUT)
+  finally:
+    if process.poll() is None:
+      process.kill()
+  assert process.returncode != 0, output[-3000:]
+  assert f"The endpoint {url}" in output and "same --workdir" in output, output[-3000:]
+  assert not os.path.exists(os.path.join(workdir, "summary.json"))
+  # The iteration whose call failed saved no proposals: a resume asks again.
+  saved = [json.load(open(path)) for path in _iteration_proposals(workdir)]
+  assert all(p.get("error") in (None, "") for s in saved for p in s["proposals"])
+  served.start(port=port)
+  try:
+    status, output, _ = run_main("configs/whale.py:math,tiny", workdir, data_dir,
+                                 *proposer_flags(url), *FAULT_FLAGS)
+  finally:
+    served.stop()
+  assert status == 0, output[-3000:]
+  expected = json.load(open(tmp_path / "reference" / "summary.json"))
+  resumed = json.load(open(os.path.join(workdir, "summary.json")))
+  for key in ("final_test_mean", "best_test_mean", "incumbent_hash", "curve", "counts",
+              "final_per_task"):
+    assert resumed[key] == expected[key], key
+  assert ([c["hash"] for c in archive_candidates(workdir)] ==
+          [c["hash"] for c in archive_candidates(str(tmp_path / "reference"))])
