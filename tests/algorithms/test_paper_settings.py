@@ -1,0 +1,127 @@
+"""The paper settings the configs express (SPEC 1.4, 1.10, behaviour metrics): SearchQA's test
+set drawn per file, per-subset test means, correctness conditional on retrieval, and every
+WHALE baseline's budget in configs/whale.py. Fast: no model is built."""
+import json
+import os
+
+import pytest
+
+from configs import whale as whale_config
+from whale_jax.algorithms import builders
+from whale_jax.algorithms import config_check
+from whale_jax.algorithms import loop
+from whale_jax.algorithms import options
+from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.tasks import searchqa_domain
+from tests.algorithms import paper_fixtures
+
+
+def _write_questions(path, stem, count):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as file:
+    for i in range(count):
+      file.write(json.dumps({"id": f"{stem}{i}", "question": f"{stem} question {i}?",
+                             "golden_answers": [f"{stem}{i}"]}) + "\n")
+
+
+@pytest.fixture
+def question_files(tmp_path):
+  pool = tmp_path / "train.jsonl"
+  _write_questions(str(pool), "train", 12)
+  tests = []
+  for name, count in (("nq", 5), ("popqa", 7), ("bamboogle", 3)):
+    path = tmp_path / name / "test.jsonl"
+    _write_questions(str(path), name, count)
+    tests.append(str(path))
+  corpus = tmp_path / "corpus.jsonl"
+  corpus.write_text(json.dumps({"id": "0", "title": "t", "text": "x"}) + "\n")
+  return str(pool), tests, str(corpus)
+
+
+def test_test_split_takes_n_of_each_file_and_is_reproducible(question_files):
+  pool, tests, corpus = question_files
+  make = lambda seed: searchqa_domain.searchqa_domain(
+      questions=[pool], split_questions={"test": tests}, corpus=corpus, seed=seed,
+      per_file_sizes={"test": 2},
+      split_sizes={"weight": -1, "harness": 2, "validation": 2, "test": 999}).splits()
+  splits = make(0)
+  test_ids = [instance.id for instance in splits["test"]]
+  # 2 of each file: ids carry the file's folder/stem (three files share the stem "test").
+  by_file = {}
+  for test_id in test_ids:
+    by_file.setdefault(test_id.split(":")[0], []).append(test_id)
+  assert {k: len(v) for k, v in by_file.items()} == {"nq/test": 2, "popqa/test": 2,
+                                                     "bamboogle/test": 2}
+  assert len(set(test_ids)) == 6
+  assert len(splits["weight"]) == 12 - 4                     # the pool is untouched
+  assert [i.id for i in make(0)["test"]] == test_ids         # same seed, same draw
+  draws = {tuple(i.id for i in make(seed)["test"]) for seed in range(6)}
+  assert len(draws) > 1                                      # the seed matters
+
+
+def test_per_file_sizes_errors_name_the_file_and_the_key(question_files):
+  pool, tests, corpus = question_files
+  with pytest.raises(ValueError, match=r"bamboogle.*has only 3 questions"):
+    searchqa_domain.searchqa_domain(questions=[pool], split_questions={"test": tests},
+                                    corpus=corpus, per_file_sizes={"test": 4}).splits()
+  with pytest.raises(ValueError, match=r"per_file_sizes\['validation'\]: split 'validation' "
+                     "has no files"):
+    searchqa_domain.searchqa_domain(questions=[pool], split_questions={"test": tests},
+                                    corpus=corpus, per_file_sizes={"validation": 4})
+
+
+def _episode(answer, search_results):
+  events = [trajectory_lib.ToolEvent("search", {"query": "q"}, result, "", 0.0, 0.0)
+            for result in search_results]
+  return trajectory_lib.Trajectory("e", "q", "h", "ok", answer=answer, tool_events=events)
+
+
+def test_correctness_conditional_on_retrieval_by_hand():
+  instance = searchqa_domain.question_instance(
+      {"id": "q", "question": "Where?", "golden_answers": ["Ulpa"]})
+  hit = ['Doc 1 (Title: "U") The Ulpa river.']
+  miss = ['Doc 1 (Title: "K") The Kessa river.']
+  trajectories = [_episode("<answer>Ulpa</answer>", hit), _episode("<answer>x</answer>", hit),
+                  _episode("<answer>Ulpa</answer>", hit), _episode("<answer>Ulpa</answer>", miss),
+                  _episode("<answer>Ulpa</answer>", [])]
+  scores = [1.0, 0.0, 1.0, 1.0, 1.0]
+  metrics = searchqa_domain.qa_metrics([instance] * 5, trajectories, scores)
+  assert metrics["retrieval_hits"] == 3
+  assert metrics["correct_given_retrieval_hit"] == pytest.approx(2 / 3)
+  assert metrics["retrieval_hit_rate"] == pytest.approx(3 / 4)   # of the 4 that searched
+
+
+def test_per_subset_means_by_hand():
+  per_task = {"nq/test:a": 1.0, "nq/test:b": 0.0, "popqa/test:c": 0.25, "plain": 1.0}
+  assert loop.per_subset_means(per_task) == {"nq/test": 0.5, "popqa/test": 0.25}
+
+
+@pytest.mark.parametrize("domain,method,epochs,iterations", [
+    ("math", "weight_only", 6.0, None), ("searchqa", "weight_only", 4.0, None),
+    ("math", "harness_only", None, 60), ("chess", "harness_only", None, 40),
+    ("searchqa", "stagewise", 2.7, 32), ("math", "stagewise", 4.3, 33)])
+def test_every_baseline_budget_is_the_papers_and_passes_the_config_check(
+    domain, method, epochs, iterations, tmp_path, monkeypatch):
+  config = whale_config.get_config(f"{domain},{method}")
+  assert config.recipe == method
+  baseline = options.BaselineConfig(**builders.section(config, "baseline"))
+  if epochs is not None:
+    assert baseline.total_weight_epochs == epochs
+  if iterations is not None:
+    assert baseline.search_iterations == iterations
+  assert baseline.budget_rollouts == 0      # the budgets above, not a shared rollout count
+  # Its tiny variant (the paper's files at the paper's paths) passes the whole config check.
+  monkeypatch.chdir(tmp_path)
+  getattr(paper_fixtures, f"write_{domain}")(str(tmp_path))
+  tiny = whale_config.get_config(f"{domain},{method},tiny")
+  assert tiny.recipe == method
+  config_check.check(tiny, str(tmp_path / "run"))
+  builders.check_sections(tiny)
+  assert not os.path.exists(tmp_path / "run")
+
+
+def test_paper_searchqa_test_set_is_100_of_each_of_seven_files():
+  domain = whale_config.get_config("searchqa").domain
+  assert len(domain.split_questions["test"]) == 7
+  assert dict(domain.per_file_sizes) == {"test": 100}
+  assert 7 * domain.per_file_sizes["test"] == domain.split_sizes["test"] == 700
