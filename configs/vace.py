@@ -45,6 +45,8 @@ Table 1.
   python -m whale_jax.main --config=configs/vace.py:toolflow,rl_only --workdir=...
   python -m whale_jax.main --config=configs/vace.py:docqa,smoke --workdir=/tmp/vace  # CPU
   python -m whale_jax.main --config=configs/vace.py:toolflow,smoke,sia --workdir=/tmp/vs
+  python -m whale_jax.main --config=configs/vace.py:docqa,tiny --workdir=/tmp/vt \
+      --config.search.base_url=http://127.0.0.1:8123/v1   # paper path (served proposer), CPU
 """
 import ml_collections
 
@@ -78,7 +80,7 @@ def _rl_epochs(num_updates, prompt_batch, train_size):
 
 
 def get_config(arg: str = "docqa"):
-  args = presets.parse_args(arg, tuple(DOMAINS) + tuple(METHODS) + ("smoke",),
+  args = presets.parse_args(arg, tuple(DOMAINS) + tuple(METHODS) + ("smoke", "tiny"),
                             "configs/vace.py")
   domains = [name for name in DOMAINS if name in args]
   methods = [name for name in METHODS if name in args]
@@ -119,8 +121,10 @@ def get_config(arg: str = "docqa"):
   config.mesh = dict(data=-1, fsdp=8, tensor=1)
   if "smoke" in args:
     smoke(config, domain)
+  if "tiny" in args:
+    tiny(config, domain)
   _method(config, method)
-  if method == "sia" and "smoke" not in args:
+  if method == "sia" and not {"smoke", "tiny"} & args:
     sizes = config.domain.split_sizes
     sizes.update(weight=sizes["weight"] - SIA_HARNESS_SPLIT, harness=SIA_HARNESS_SPLIT)
     config.baseline.total_weight_epochs = _rl_epochs(
@@ -143,6 +147,27 @@ def smoke(config, domain):
                                                         config.domain.split_sizes["weight"]),
                          search_iterations=3, weight_update="grpo")
   config.search = dict(proposer="edit_library")
+  return config
+
+
+TINY_SPLITS = {"docqa": {"weight": 4, "harness": 0, "validation": 2, "test": 2},
+               "toolflow": {"weight": 4, "harness": 0, "validation": 2, "test": 2}}
+
+
+def tiny(config, domain):
+  """The paper config at CPU size, only sizes changed (presets.tiny): the OpenAI-compatible
+  proposer at presets.TINY_ENDPOINT or --config.search.base_url, the domain's files at the
+  paths above (relative to the working directory), the sandbox; 2 cycles of 1-step GRPO
+  blocks. Zero-advantage groups are kept (filtering off), as in smoke."""
+  presets.tiny(config, TINY_SPLITS[domain])
+  config.loop.update(search_iterations=3, candidates_per_iteration=1,
+                     filter_zero_advantage=False, max_refill_rounds=0)
+  config.vace = dict(num_cycles=2, block_steps=1)
+  config.baseline = dict(total_weight_epochs=_rl_epochs(2, config.loop.prompt_batch,
+                                                        config.domain.split_sizes["weight"]),
+                         search_iterations=3, weight_update="grpo")
+  config.search.update(model="embedded", api_key_env="", timeout_seconds=120.0,
+                       max_retries=2, max_consecutive_failures=3)
   return config
 
 

@@ -4,8 +4,10 @@ relative paths under a directory (the run's working directory), and a served mod
   write_searchqa(root)    Search-R1 train parquet, FlashRAG test jsonl (7 sets), wiki-18 corpus
   write_math(root)        DAPO-Math-17k parquet, AIME 2024 / 2025 jsonl
   write_chess(root)       a Lichess puzzle CSV (legal lines from seeded random positions)
+  write_docqa(root)       OfficeQA's CSV and a page-level Treasury Bulletin corpus folder
   served = Served(args)   a `python -m whale_jax.serve` process on 127.0.0.1, any free port
 """
+import csv
 import json
 import os
 import random
@@ -111,6 +113,28 @@ def write_chess(root, count=16, seed=0):
   with open(path, "w", encoding="utf-8") as file:
     file.write("PuzzleId,FEN,Moves,Rating,RatingDeviation,Popularity,NbPlays,Themes,"
                "GameUrl,OpeningTags\n" + "\n".join(rows) + "\n")
+
+
+def write_docqa(root, count=10):
+  """OfficeQA's files: officeqa_full.csv (uid, question, answer, difficulty, source_files)
+  and a page-level corpus folder of Treasury Bulletin transforms ("--- PAGE n ---")."""
+  corpus = os.path.join(root, "data/officeqa/treasury_bulletins_parsed/transformed_page_level")
+  os.makedirs(corpus, exist_ok=True)
+  rows = []
+  for i in range(count):
+    year, name = 1940 + i, f"treasury_bulletin_{1941 + i}_01"
+    with open(os.path.join(corpus, name + ".txt"), "w", encoding="utf-8") as file:
+      file.write(f"--- PAGE 1 ---\n\nTreasury Bulletin, January {1941 + i}\n\n--- PAGE 2 "
+                 "---\n\nTable FD-1. Budget expenditures\n(In millions of dollars)\n\n"
+                 "| Fiscal year | National defense | Total |\n| --- | --- | --- |\n"
+                 f"| {year} | {2000 + 37 * i:,} | {9000 + 55 * i:,} |\n")
+    rows.append([f"UID{i:04d}", f"National defense expenditures in fiscal year {year}?",
+                 f"{2000 + 37 * i:,}", "easy" if i % 2 else "hard", name + ".txt"])
+  path = os.path.join(root, "data/officeqa/officeqa_full.csv")
+  with open(path, "w", newline="", encoding="utf-8") as file:
+    writer = csv.writer(file)
+    writer.writerow(["uid", "question", "answer", "difficulty", "source_files"])
+    writer.writerows(rows)
 
 
 class Served:

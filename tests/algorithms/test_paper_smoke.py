@@ -52,6 +52,7 @@ def data_dir(tmp_path_factory):
   paper_fixtures.write_searchqa(root)
   paper_fixtures.write_math(root)
   paper_fixtures.write_chess(root)
+  paper_fixtures.write_docqa(root)
   return root
 
 
@@ -155,6 +156,20 @@ def test_harness_learning_tiny_with_the_served_teacher(proposer_server, data_dir
   served = proposer_server.health()["served_requests"] - before
   assert served > 0
   report("harness_learning:tiny", seconds, served, 0, 0)
+
+
+def test_vace_docqa_tiny_runs_on_the_paper_path(proposer_server, data_dir, tmp_path):
+  before = proposer_server.health()["served_requests"]
+  workdir = tmp_path / "run"
+  status, output, seconds = run_main("configs/vace.py:docqa,tiny", workdir, data_dir,
+                                     *proposer_flags(proposer_server.url))
+  assert status == 0, output[-3000:]
+  served = proposer_server.health()["served_requests"] - before
+  assert served > 0
+  parsed, refused = check_proposals(str(workdir), served)
+  with open(workdir / "gate_decisions.jsonl", encoding="utf-8") as file:
+    assert [json.loads(line) for line in file]
+  report("vace docqa,tiny", seconds, served, parsed, refused)
 
 
 def _iteration_proposals(workdir):
