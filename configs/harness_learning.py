@@ -23,7 +23,9 @@ retrieval server are the researcher's (see whale_jax/tasks/searchqa_domain.py).
   python -m whale_jax.main --config=configs/harness_learning.py:qa --workdir=...
   python -m whale_jax.main --config=configs/harness_learning.py:smoke --workdir=/tmp/hl  # CPU
   python -m whale_jax.main --config=configs/harness_learning.py:tiny --workdir=/tmp/hl \
-      --config.harness_learning.teachers=...   # smoke + the served teacher (see tiny below)
+      "--config.harness_learning.teachers=({'proposer': 'openai', 'base_url': \
+      'http://127.0.0.1:8123/v1', 'model': 'embedded', 'api_key_env': ''}, \
+      {'proposer': 'edit_library'})"   # smoke's sizes with the paper's two teachers
 """
 import ml_collections
 

@@ -112,7 +112,9 @@ def tiny(config, domain):
     config.domain.judge.update(max_attempts=1)
   config.search.update(model="embedded", api_key_env="", timeout_seconds=120.0, max_retries=2,
                        max_consecutive_failures=3)   # keys, so flags can set them
-  config.whale.update(weight_epochs=0.5, total_weight_epochs=1.0, max_cycles=1)
+  # One weight step is an epoch of the tiny weight split: cycle 0's weights, its harness
+  # search, cycle 1's weights.
+  config.whale.update(weight_epochs=1.0, total_weight_epochs=2.0, max_cycles=2)
   if "baseline" in config:
     config.baseline.update(total_weight_epochs=1.0, search_iterations=2)
   return config
