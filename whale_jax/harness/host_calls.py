@@ -19,8 +19,8 @@ Budget per rollout: with max_episode_tokens = B > 0 (config.runtime.max_episode_
 papers' 8,192 or 16,384 tokens per rollout), the completion tokens of all of an episode's llm
 calls together are at most B. A call made when R = B - (tokens generated so far) tokens are
 left gets max_tokens = min(its max_tokens, R // n), so even n completions cannot pass B; a
-call with R // n = 0 is refused with a RequestError (error_type "BudgetExhausted") the harness
-may catch -- it gets no more model output in this episode.
+call with R // n = 0 is refused: the harness gets a ValueError it may catch, saying the
+budget is spent -- it gets no more model output in this episode.
 
 Thinking: enable_thinking (config.runtime.enable_thinking; None = the template's default) is
 passed to the chat template of every llm.chat call (Qwen3 / Qwen3.5 templates read it;
@@ -120,7 +120,7 @@ def budget_params(params, generated_so_far, max_episode_tokens, method):
   left = max_episode_tokens - generated_so_far
   per_completion = max(left, 0) // params.n
   if per_completion < 1:
-    raise RequestError("BudgetExhausted", f"llm.{method}(): this episode has generated "
+    raise RequestError("ValueError", f"llm.{method}(): this episode has generated "
                        f"{generated_so_far} of its {max_episode_tokens} tokens "
                        f"(max_episode_tokens), which leaves none for n={params.n} "
                        "completion(s); finish with what you have.")

@@ -1,0 +1,188 @@
+"""GRPO as the recipes run it: clipping against the weights that sampled, the reference KL,
+DAPO dynamic sampling with refill, the per-episode token budget, adaptive WHALE's phase length.
+"""
+import collections
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import types
+
+import pytest
+
+from tests.algorithms import tiny
+from whale_jax.algorithms import builders
+from whale_jax.algorithms import experiment
+from whale_jax.algorithms import loop
+from whale_jax.algorithms import samples as samples_lib
+from whale_jax.algorithms import whale
+from whale_jax.harness import Episode
+from whale_jax.harness import Harness
+from whale_jax.harness import HarnessRuntime
+from whale_jax.harness import ScriptedBackend
+from whale_jax.harness import runtime as runtime_lib
+from whale_jax.sampling import SamplingParams
+from whale_jax.tokenization import load_tokenizer
+
+
+def _constant_instance(task_id):
+  """Half the instances (by a hash of the id) get a constant reward."""
+  return hashlib.sha256(task_id.encode()).digest()[0] % 2 == 0
+
+
+def _scripted_score(task_id, episode_id):
+  """0.3 for every sample of a constant instance; else sample g scores g % 2."""
+  if _constant_instance(task_id):
+    return 0.3
+  return float(int(episode_id.rsplit("#", 1)[1]) % 2)
+
+
+def _scripted_domain(monkeypatch):
+  original = builders.build_domain
+
+  def build(section):
+    domain = original(section)
+    return dataclasses.replace(
+        domain, verify=lambda instance, answer, trajectory=None: _scripted_score(
+            instance.id, trajectory.episode_id))
+
+  monkeypatch.setattr(builders, "build_domain", build)
+
+
+def _rows(workdir):
+  return [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+
+
+@pytest.fixture
+def observed(monkeypatch):
+  """What the test sees from outside the recipe: weight-split episodes the runtime ran (by
+  task id), and the trajectories each GRPO step handed to the sample builder."""
+  seen = {"episodes": collections.Counter(), "trained": [], "trajectories": []}
+  run_episodes = runtime_lib.HarnessRuntime.run_episodes
+
+  def counting(self, harness, episodes):
+    episodes = list(episodes)
+    trajectories = run_episodes(self, harness, episodes)
+    for episode in episodes:
+      seen["episodes"][episode.task_id] += 1
+    seen["trajectories"] += trajectories
+    return trajectories
+
+  from_trajectories = samples_lib.from_trajectories
+
+  def recording(trajectories, advantages=None, max_length=None):
+    if advantages is not None:  # GRPO
+      seen["trained"].append(list(trajectories))
+    return from_trajectories(trajectories, advantages, max_length)
+
+  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_episodes", counting)
+  monkeypatch.setattr(samples_lib, "from_trajectories", recording)
+  return seen
+
+
+def test_vace_grpo_clips_against_the_sampling_weights_refills_and_keeps_the_budget(
+    tmp_path, monkeypatch, observed):
+  _scripted_domain(monkeypatch)
+  config = tiny.tiny_config("vace")
+  config.vace = dict(num_cycles=1, block_steps=3)
+  config.loop.update(max_refill_rounds=6)
+  config.training.optimizer = dict(learning_rate=1e-2, warmup_steps=0)
+  config.training.samples_per_step = 2
+  config.training.grpo = dict(ppo_epochs=2, num_minibatches=2, clip_epsilon=0.02,
+                              kl_weight=0.1)
+  config.runtime.update(max_episode_tokens=16)
+  workdir = str(tmp_path / "vace")
+  summary = experiment.run(config, workdir, show_progress=False)
+  rows = [row for row in _rows(workdir) if row["phase"] == "weight"]
+  assert len(rows) == 3
+
+  # Clipping: the first optimizer step of every batch is on-policy (ratio 1: nothing
+  # clipped); the steps after it are off-policy and clipped.
+  for row in rows:
+    assert row["optimizer_steps"] == 2 * 2  # ppo_epochs x num_minibatches
+    assert row["first_step_clip_fraction"] == 0.0
+    assert row["clip_fraction"] > 0.0
+  # KL to the frozen initial weights: 0 before the first update, then positive.
+  assert abs(rows[0]["first_step_kl_to_reference"]) < 1e-6
+  assert rows[-1]["first_step_kl_to_reference"] > 1e-5
+
+  # Dynamic sampling: every trained batch holds prompt_batch informative groups.
+  prompt_batch, group_size = config.loop.prompt_batch, config.loop.num_samples
+  assert len(observed["trained"]) == 3
+  for row, trajectories in zip(rows, observed["trained"]):
+    assert len(trajectories) == prompt_batch * group_size  # groups, in order
+    for start in range(0, len(trajectories), group_size):
+      group = trajectories[start:start + group_size]
+      assert len({t.task_id for t in group}) == 1
+      assert len({_scripted_score(t.task_id, t.episode_id) for t in group}) > 1
+    assert row["kept_groups"] == prompt_batch
+  # ... and every refill round's rollouts are counted: the runtime ran exactly the episodes
+  # the counts say, and more than one round per step when a round was short.
+  weight_ids = {instance.id for instance in
+                builders.build_domain(config.domain.to_dict()).splits()["weight"]}
+  weight_episodes = sum(count for task_id, count in observed["episodes"].items()
+                        if task_id in weight_ids)
+  assert summary["counts"]["weight"] == weight_episodes
+  assert weight_episodes == sum(row["groups_sampled"] for row in rows) * group_size
+  assert sum(row["refill_rounds"] for row in rows) >= 1
+  assert weight_episodes > 3 * prompt_batch * group_size
+  for row in rows:
+    assert row["rollouts_discarded"] == (row["groups_sampled"] - prompt_batch) * group_size
+
+  # The per-episode token budget holds over all calls of every recorded episode.
+  assert observed["trajectories"]
+  for trajectory in observed["trajectories"]:
+    assert sum(len(c.token_ids) for call in trajectory.calls for c in call.completions) <= 16
+
+
+TOKENIZER = load_tokenizer("byte")
+
+
+def test_episode_token_budget_clips_then_refuses_calls_and_thinking_switch_reaches_chat():
+  backend = ScriptedBackend(TOKENIZER, replies=lambda prompt: "abcdefghijklmnopqrstuvwxyz")
+  source = ("def run(task, llm, tools):\n"
+            "  out = []\n"
+            "  for _ in range(4):\n"
+            "    try:\n"
+            "      out.append(llm.chat([{'role': 'user', 'content': 'go'}], max_tokens=10))\n"
+            "    except Exception as error:\n"
+            "      out.append(type(error).__name__ + ':' + str(error))\n"
+            "  return '|'.join(out)\n")
+  with HarnessRuntime(backend, TOKENIZER, num_workers=1, timeout_seconds=10.0,
+                      max_episode_tokens=25, enable_thinking=False) as runtime:
+    episode = Episode(task_id="t", task={}, tools={},
+                      sampling=SamplingParams(max_tokens=12, seed=1))
+    [trajectory] = runtime.run_episodes(Harness(source), [episode])
+  assert trajectory.outcome == "ok", trajectory.error
+  lengths = [len(c.token_ids) for call in trajectory.calls for c in call.completions]
+  assert lengths == [10, 10, 5]  # 25 tokens: the third call gets what is left
+  parts = trajectory.answer.split("|")
+  assert parts[:3] == ["abcdefghij", "abcdefghij", "abcde"]
+  assert parts[3].startswith("ValueError:llm.chat(): this episode has generated 25 of its 25")
+  assert len(trajectory.calls) == 3  # the refused call reached no model
+  prompt = TOKENIZER.decode(trajectory.calls[0].prompt_token_ids)
+  assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_runtime_refuses_a_bad_budget_or_thinking_setting_by_key():
+  backend = ScriptedBackend(TOKENIZER, replies="x")
+  with pytest.raises(ValueError, match="config.runtime.max_episode_tokens"):
+    HarnessRuntime(backend, TOKENIZER, num_workers=1, max_episode_tokens=-1)
+  with pytest.raises(ValueError, match="config.runtime.enable_thinking"):
+    HarnessRuntime(backend, TOKENIZER, num_workers=1, enable_thinking="no")
+
+
+def test_adaptive_weight_phase_can_end_after_0_2_epoch():
+  # SearchQA's numbers (SPEC 1.3): 74 steps per epoch, so 0.2 epoch = 15 steps.
+  run = types.SimpleNamespace(splits={"weight": list(range(74 * 256))},
+                              loop=types.SimpleNamespace(prompt_batch=256),
+                              state=types.SimpleNamespace(phase_rewards=[]))
+  window = loop.steps_for_epochs(run, 0.2)
+  assert window == math.ceil(0.2 * 74) == 15
+  run.state.phase_rewards = [0.5] * 14
+  assert not whale.adaptive_stop(run, window, window)
+  run.state.phase_rewards = [0.5] * 15  # a flat reward: no new best after the first step
+  assert whale.adaptive_stop(run, window, window)
+  run.state.phase_rewards = [0.5] * 14 + [0.9]  # a new best at step 15: continue
+  assert not whale.adaptive_stop(run, window, window)
