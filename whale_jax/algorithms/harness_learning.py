@@ -23,8 +23,9 @@ Phases, in order (run.state.phase); "adapt_<stage>" follows each stage in adapt_
                   domains, samples K = num_candidates replies per context (one request, one
                   shared prefill), rewards each (search/reward.py), forms
                   group-relative advantages (run.loop.advantage_normalization; groups whose
-                  advantages are all zero are dropped when run.loop.filter_zero_advantage)
-                  and trains proposer.train(samples, "grpo") against the sampler's logprobs.
+                  rewards are all equal are dropped when run.loop.filter_zero_advantage)
+                  and trains proposer.train(samples, "grpo"): clipped against the log-probs
+                  of the weights that sampled the replies (algorithms/policy.py).
   adapt_<stage>   test-time adaptation on run.domain with the proposer frozen, once per
                   selection rule, each from the seed harness:
                     strict   strict_rounds rounds of 1 candidate, kept only when its scoring
