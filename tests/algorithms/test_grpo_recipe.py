@@ -85,7 +85,7 @@ def test_vace_grpo_clips_against_the_sampling_weights_refills_and_keeps_the_budg
     tmp_path, monkeypatch, observed):
   _scripted_domain(monkeypatch)
   config = tiny.tiny_config("vace")
-  config.vace = dict(num_cycles=1, block_steps=3)
+  config.vace = dict(num_cycles=1, block_steps=2)
   config.loop.update(max_refill_rounds=6)
   config.training.optimizer = dict(learning_rate=1e-2, warmup_steps=0)
   config.training.samples_per_step = 2
@@ -95,7 +95,7 @@ def test_vace_grpo_clips_against_the_sampling_weights_refills_and_keeps_the_budg
   workdir = str(tmp_path / "vace")
   summary = experiment.run(config, workdir, show_progress=False)
   rows = [row for row in _rows(workdir) if row["phase"] == "weight"]
-  assert len(rows) == 3
+  assert len(rows) == 2
 
   # Clipping: the first optimizer step of every batch is on-policy (ratio 1: nothing
   # clipped); the steps after it are off-policy and clipped.
@@ -109,7 +109,7 @@ def test_vace_grpo_clips_against_the_sampling_weights_refills_and_keeps_the_budg
 
   # Dynamic sampling: every trained batch holds prompt_batch informative groups.
   prompt_batch, group_size = config.loop.prompt_batch, config.loop.num_samples
-  assert len(observed["trained"]) == 3
+  assert len(observed["trained"]) == 2
   for row, trajectories in zip(rows, observed["trained"]):
     assert len(trajectories) == prompt_batch * group_size  # groups, in order
     for start in range(0, len(trajectories), group_size):
@@ -126,7 +126,7 @@ def test_vace_grpo_clips_against_the_sampling_weights_refills_and_keeps_the_budg
   assert summary["counts"]["weight"] == weight_episodes
   assert weight_episodes == sum(row["groups_sampled"] for row in rows) * group_size
   assert sum(row["refill_rounds"] for row in rows) >= 1
-  assert weight_episodes > 3 * prompt_batch * group_size
+  assert weight_episodes > 2 * prompt_batch * group_size
   for row in rows:
     assert row["rollouts_discarded"] == (row["groups_sampled"] - prompt_batch) * group_size
 
@@ -186,3 +186,33 @@ def test_adaptive_weight_phase_can_end_after_0_2_epoch():
   assert whale.adaptive_stop(run, window, window)
   run.state.phase_rewards = [0.5] * 14 + [0.9]  # a new best at step 15: continue
   assert not whale.adaptive_stop(run, window, window)
+
+
+@pytest.mark.parametrize("section, values, message", [
+    ("loop", dict(max_refill_rounds=-1), "config.loop.max_refill_rounds=-1 must be >= 0"),
+    ("loop", dict(max_refill_rounds=2, filter_zero_advantage=False),
+     "config.loop.max_refill_rounds=2 refills"),
+    ("loop", dict(overlong_filter="yes"), "config.loop.overlong_filter='yes' is str"),
+    ("loop", dict(advantage_normalization="loo"), "config.loop.advantage_normalization='loo'"),
+    ("runtime", dict(max_episode_tokens=1.5), "config.runtime.max_episode_tokens=1.5"),
+    ("runtime", dict(enable_thinking="off"), "config.runtime.enable_thinking='off'"),
+])
+def test_new_keys_are_refused_at_the_config_boundary_by_key_path(section, values, message,
+                                                                 tmp_path):
+  from whale_jax.algorithms import config_check  # pylint: disable=g-import-not-at-top
+  config = tiny.tiny_config("vace").to_dict()
+  config[section] = {**config.get(section, {}), **values}
+  with pytest.raises(config_check.ConfigError) as error:
+    config_check.check(config, str(tmp_path / "run"))
+  assert str(error.value).startswith(message), str(error.value)
+
+
+def test_new_keys_pass_the_config_boundary(tmp_path):
+  from whale_jax.algorithms import config_check  # pylint: disable=g-import-not-at-top
+  config = tiny.tiny_config("vace").to_dict()
+  config["loop"].update(max_refill_rounds=3, overlong_filter=True, overlong_cache_tokens=4,
+                        advantage_normalization="rloo")
+  config["runtime"].update(max_episode_tokens=8192, enable_thinking=False)
+  config["training"]["grpo"] = dict(ppo_epochs=2, num_minibatches=4, kl_weight=0.01)
+  config_check.check(config, str(tmp_path / "run"))
+  builders.check_sections(config)

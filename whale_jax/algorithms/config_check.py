@@ -19,6 +19,7 @@ Checked here:
   - config.model: source, and that a checkpoint path exists; config.tokenizer;
   - config.domain.name (and harness_learning's training domains) against the domain registry;
   - config.search.proposer (and each harness_learning teacher's) against options.PROPOSERS;
+  - config.runtime.max_episode_tokens and enable_thinking values;
   - config.mesh keys and types; the workdir (not a URL, not a file).
 """
 import ast
@@ -223,10 +224,25 @@ def check(config, workdir):
       raise ConfigError("config.domain.name is missing; name the domain (e.g. 'searchqa').")
     check_domain_name(config["domain"]["name"], "config.domain.name")
     check_proposer(config.get("search", {}))
+  _check_runtime(config.get("runtime", {}))
   mesh = config.get("mesh", {})
   check_keys(mesh, MESH_KEYS, "config.mesh")
   check_types(mesh, dict.fromkeys(MESH_KEYS, int), "config.mesh")
   check_workdir(workdir)
+
+
+def _check_runtime(runtime):
+  """The values of the runtime keys the recipes add: the per-episode token budget and the
+  chat template's thinking switch (their names are checked with the other runtime keys)."""
+  budget = runtime.get("max_episode_tokens", 0)
+  if not _type_ok(budget, int) or budget < 0:
+    raise ConfigError(f"config.runtime.max_episode_tokens={budget!r} must be an int >= 0: "
+                      "completion tokens per episode over all its llm calls (0 = no budget; "
+                      "the papers use 8192 or 16384).")
+  thinking = runtime.get("enable_thinking")
+  if thinking is not None and not isinstance(thinking, bool):
+    raise ConfigError(f"config.runtime.enable_thinking={thinking!r} must be True, False or "
+                      "None (the chat template's default).")
 
 
 def _check_harness_learning(hl_config):
