@@ -19,6 +19,7 @@ Checked here:
   - config.model: source, and that a checkpoint path exists; config.tokenizer;
   - config.domain.name (and harness_learning's training domains) against the domain registry;
   - config.search.proposer (and each harness_learning teacher's) against options.PROPOSERS;
+    the agentic and CLI-agent keys (options.AGENTIC_KEYS, CLI_AGENT_KEYS, AGENT_BUDGET_MINIMA);
   - config.runtime.max_episode_tokens and enable_thinking values;
   - config.mesh keys and types; the workdir (not a URL, not a file).
 """
@@ -164,6 +165,55 @@ def check_proposer(search, key_path="config.search"):
                f"{key_path}.proposer", "proposer")
   if search.get("model_path"):
     _check_path(search["model_path"], f"{key_path}.model_path", "the proposer checkpoint")
+  kind = search.get("proposer")
+  if kind in ("agentic", "cli_agent"):
+    _check_agent_proposer(search, kind, key_path)
+
+
+def _check_agent_proposer(search, kind, key_path):
+  """The keys, types and values of an agentic or CLI-agent search section."""
+  allowed = options.AGENTIC_KEYS if kind == "agentic" else options.CLI_AGENT_KEYS
+  check_keys(search, allowed, key_path)
+  check_types({k: v for k, v in search.items() if v is not None}, allowed, key_path)
+  check_choice(search.get("search_answers") or "none", options.SEARCH_ANSWER_MODES,
+               f"{key_path}.search_answers", "search_answers mode")
+  if search.get("instructions"):
+    _check_path(search["instructions"], f"{key_path}.instructions",
+                "the steering text file (see whale_jax/search/instructions/)")
+  if kind == "agentic":
+    backend = search.get("agent_backend", "in_process")
+    check_choice(backend, options.AGENT_BACKENDS, f"{key_path}.agent_backend", "agent backend")
+    if backend == "openai":
+      for required in ("base_url", "model"):
+        if not search.get(required):
+          raise ConfigError(f"{key_path}.{required} is missing; agent_backend='openai' needs "
+                            "base_url (e.g. 'http://127.0.0.1:8000/v1') and model.")
+    budgets = search.get("agent_budgets", {})
+    check_keys(budgets, options.AGENT_BUDGET_MINIMA, f"{key_path}.agent_budgets")
+    check_types(budgets, dict.fromkeys(options.AGENT_BUDGET_MINIMA, int),
+                f"{key_path}.agent_budgets")
+    for name, minimum in options.AGENT_BUDGET_MINIMA.items():
+      if budgets.get(name, minimum) < minimum:
+        raise ConfigError(f"{key_path}.agent_budgets.{name}={budgets[name]!r} must be >= "
+                          f"{minimum}.")
+    return
+  command = search.get("command")
+  if not command or not (isinstance(command, str) or (
+      isinstance(command, (tuple, list)) and all(isinstance(p, str) for p in command))):
+    raise ConfigError(f"{key_path}.command={command!r}; proposer='cli_agent' needs the agent's "
+                      "command line, a string or a list of strings (e.g. ['claude', '-p', "
+                      "'{prompt}']).")
+  for name in ("wall_clock_seconds", "max_cost_usd"):
+    value = search.get(name)
+    if value is not None and not value > 0:
+      raise ConfigError(f"{key_path}.{name}={value!r} must be > 0.")
+  endpoint = search.get("endpoint")
+  if endpoint and not (len(endpoint) == 2 and isinstance(endpoint[0], str) and
+                       _type_ok(endpoint[1], int)):
+    raise ConfigError(f"{key_path}.endpoint={endpoint!r} must be (host, port), e.g. "
+                      "('127.0.0.1', 8000), or () for no network.")
+  for index, path in enumerate(search.get("read_only_paths", ())):
+    _check_path(path, f"{key_path}.read_only_paths[{index}]", "a path the agent program needs")
 
 
 def check_workdir(workdir):

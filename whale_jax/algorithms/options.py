@@ -22,7 +22,22 @@ EMBEDDED_SOLVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "asse
                                "demo_solver")
 RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "weight_only", "harness_only",
            "stagewise", "sia", "harness_learning")
-PROPOSERS = ("edit_library", "in_process", "openai")
+PROPOSERS = ("edit_library", "in_process", "openai", "agentic", "cli_agent")
+AGENT_BACKENDS = ("in_process", "openai")   # the chat client of config.search.proposer="agentic"
+SEARCH_ANSWER_MODES = ("none", "answers", "answers_and_documents")  # = archive_view's
+# The search section's keys of the coding-agent proposers (search/agentic_proposer.py,
+# search/cli_agent.py) and their types; builders.build_proposer says what each does.
+AGENTIC_KEYS = {"proposer": str, "agent_backend": str, "base_url": str, "model": str,
+                "api_key_env": str, "timeout_seconds": float, "max_retries": int,
+                "sampling": dict, "agent_budgets": dict, "run_tool": bool,
+                "search_answers": str, "instructions": str, "name": str, "seed": int}
+CLI_AGENT_KEYS = {"proposer": str, "command": object, "wall_clock_seconds": float,
+                  "max_cost_usd": float, "endpoint": tuple, "read_only_paths": tuple,
+                  "pass_environment": tuple, "environment": dict, "search_answers": str,
+                  "instructions": str, "name": str, "seed": int}
+# = search/agent_tools.AgentBudgets fields: minimum values (config.search.agent_budgets).
+AGENT_BUDGET_MINIMA = {"max_steps": 1, "max_tokens": 1, "max_runs": 0, "max_run_tasks": 0,
+                       "max_run_episodes": 0, "max_result_chars": 1}
 ADVANTAGE_NORMALIZATIONS = ("grpo", "drgrpo", "rloo", "mean_std", "mean")  # = train/advantages
 GATE_RULES = ("strict", "sign_test", "bootstrap")   # = whale_jax.search.gate.RULES
 SELECTION_RULES = ("strict", "best_of")
