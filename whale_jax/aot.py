@@ -30,6 +30,7 @@ cheapest change that would help.
 """
 import dataclasses
 import math
+import os
 import re
 import sys
 import time
@@ -107,6 +108,9 @@ class Setup:
 
 def topology_devices(topology_name):
   """The devices of a TPU topology ("v5p:2x4x4", "v5e:2x2", ...), no TPU needed."""
+  # Compiling opens no TPU: let several checks (and tests) load libtpu at once instead of
+  # failing on its single-process lock file.
+  os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
   from jax.experimental import topologies
   if not re.fullmatch(r"v\d+[a-z]*:\d+(x\d+){1,2}", topology_name or ""):
     raise ValueError(f"--topology={topology_name!r}: use gen:AxB[xC], e.g. v5p:2x4x4 (v5p-64, "
