@@ -116,7 +116,7 @@ def get_config(arg: str = ""):
   config.loop = dict(seed=0, eval_num_samples=1, advantage_normalization="mean_std",
                      filter_zero_advantage=True, checkpoint_every_steps=5)
   config.search = dict(proposer="edit_library")  # unused: the trained proposer proposes
-  config.runtime = dict(num_workers=256, timeout_seconds=600.0)
+  config.runtime = dict(num_workers=256, timeout_seconds=600.0, allow_weak_sandbox=False)
   config.mesh = dict(data=-1, fsdp=8, tensor=1)
   if "smoke" in args or "tiny" in args:
     smoke(config)

@@ -89,7 +89,7 @@ def get_config(arg: str = "searchqa"):
   config.search = dict(proposer="openai", base_url="https://api.anthropic.com/v1",
                        model="claude-opus-4-7", api_key_env="PROPOSER_API_KEY",
                        sampling=dict(max_tokens=32_000, temperature=1.0))
-  config.runtime = dict(num_workers=256, timeout_seconds=1800.0)
+  config.runtime = dict(num_workers=256, timeout_seconds=1800.0, allow_weak_sandbox=False)
   config.mesh = dict(data=-1, fsdp=8, tensor=1)
   if "tiny" in args:
     tiny(config, domain)
