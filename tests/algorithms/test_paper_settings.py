@@ -7,13 +7,13 @@ import os
 import pytest
 
 from configs import whale as whale_config
+from tests.algorithms import paper_fixtures
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import config_check
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.tasks import searchqa_domain
-from tests.algorithms import paper_fixtures
 
 
 def _write_questions(path, stem, count):
