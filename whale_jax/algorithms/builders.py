@@ -25,6 +25,21 @@ Sections (configs/*.py hold complete examples):
             model_path/tokenizer of another checkpoint) or "openai" (base_url, model,
             api_key_env, sampling = the chat call's keywords, seed, timeout_seconds,
             max_retries).
+            "agentic": a tool-calling coding agent (search/agentic_proposer.py) over
+            agent_backend "in_process" (the solver's sampler, its chat template's tool calls;
+            sampling = SamplingParams fields) or "openai" (base_url, model, api_key_env,
+            timeout_seconds, max_retries; sampling = the chat call's keywords);
+            agent_budgets (AgentBudgets fields), run_tool (the agent may `run` drafts on the
+            harness split, counted as harness rollouts), search_answers ("" = the recipe's
+            default, archive_view.SEARCH_ANSWERS_BY_RECIPE), instructions (a steering file;
+            "" = the domain's in search/instructions/), name, seed.
+            "cli_agent": a command run jailed in a copy of the archive view
+            (search/cli_agent.py): command, wall_clock_seconds, max_cost_usd, endpoint
+            ((host, port) the agent may reach, or () for none), read_only_paths,
+            pass_environment, environment, search_answers, instructions, name.
+            The held-out splits' references are withheld from both; what was resolved
+            (backend, budgets, search answers, the steering file's hash) is
+            run.proposer.config(), written into the run's config.json.
   runtime   HarnessRuntime keyword arguments (num_workers, timeout_seconds, memory_bytes, ...).
   mesh      {data, fsdp, tensor} sizes, and num_devices (use the first N; 0 = all).
 """
@@ -50,8 +65,13 @@ from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
 from whale_jax.sampling import engine as engine_lib
 from whale_jax.sampling import openai_client
+from whale_jax.search import agent_tools
+from whale_jax.search import agentic_proposer
+from whale_jax.search import archive_view
+from whale_jax.search import cli_agent
 from whale_jax.search import edit_library
 from whale_jax.search import model_proposer
+from whale_jax.search import steering
 from whale_jax.tasks import judge as judge_lib
 from whale_jax.tokenization import load_tokenizer
 from whale_jax.tasks import registry
@@ -104,6 +124,18 @@ def check_search_section(search_section, key_path="config.search"):
   kind = search_section.pop("proposer", "edit_library")
   config_check.check_choice(kind, PROPOSERS, f"{key_path}.proposer", "proposer")
   sampling = dict(search_section.get("sampling", {}))
+  if kind in ("agentic", "cli_agent"):
+    _build(agent_tools.AgentBudgets, dict(search_section.get("agent_budgets", {})),
+           f"{key_path}.agent_budgets")
+    if kind == "agentic" and search_section.get("agent_backend", "in_process") == "in_process":
+      _build(SamplingParams, sampling, f"{key_path}.sampling")
+    elif kind == "agentic":
+      _check_call(agentic_proposer.OpenAIToolClient.__init__,
+                  {k: v for k, v in search_section.items()
+                   if k in ("base_url", "model", "api_key_env", "timeout_seconds",
+                            "max_retries")}, key_path, skip=("self", "sleep"))
+      config_check.check_keys(sampling, openai_client.SAMPLING_FIELDS, f"{key_path}.sampling")
+    return
   if kind == "edit_library":
     config_check.check_keys(search_section, {"seed"}, key_path)
   elif kind == "in_process":
@@ -253,7 +285,62 @@ def build_domain(domain_section):
   return tasks.get_domain(name, **domain_section)
 
 
-def build_proposer(search_section, policy, tokenizer):
+RECIPE_FAMILIES = {"whale": "whale", "whale_adaptive": "whale", "fst": "whale", "vace": "vace",
+                   "ungated": "vace", "weight_only": "baselines", "harness_only": "baselines",
+                   "stagewise": "baselines", "sia": "baselines",
+                   "harness_learning": "harness_learning"}
+
+
+def default_search_answers(recipe):
+  """What of the search split's references a coding agent sees under recipe by default (each
+  paper's choice: archive_view.SEARCH_ANSWERS_BY_RECIPE); "none" for an unknown recipe."""
+  return archive_view.SEARCH_ANSWERS_BY_RECIPE.get(RECIPE_FAMILIES.get(recipe, ""), "none")
+
+
+def agent_client(search_section, policy, tokenizer):
+  """The chat client of an agentic section: the in-process sampler or an OpenAI endpoint."""
+  backend = search_section.get("agent_backend", "in_process")
+  if backend == "in_process":
+    sampling = SamplingParams(**dict(search_section.get("sampling") or {"max_tokens": 1024}))
+    return agentic_proposer.InProcessToolClient(policy.sampler, tokenizer, sampling)
+  return agentic_proposer.OpenAIToolClient(
+      search_section["base_url"], search_section["model"],
+      api_key_env=search_section.get("api_key_env") or None,
+      **{k: search_section[k] for k in ("timeout_seconds", "max_retries") if k in search_section})
+
+
+def _build_agent(kind, search_section, policy, tokenizer, domain, recipe):
+  """An unbound AgenticProposer or CliAgentProposer (the loop binds it with for_search)."""
+  if domain is None:
+    raise ValueError(f"config.search.proposer={kind!r} needs the domain (build_proposer(..., "
+                     "domain=...)): its splits' references are withheld from the agent.")
+  common = dict(
+      search_answers=search_section.get("search_answers") or default_search_answers(recipe),
+      withheld=agentic_proposer.held_out_strings(domain.splits()),
+      instructions=(steering.load_file(search_section["instructions"])
+                    if search_section.get("instructions") else None),
+      name=search_section.get("name") or kind)
+  if kind == "agentic":
+    sampling = dict(search_section.get("sampling") or {})
+    return agentic_proposer.AgenticProposer(
+        agent_client(search_section, policy, tokenizer), None, domain, None,
+        budgets=agent_tools.AgentBudgets(**dict(search_section.get("agent_budgets") or {})),
+        sampling={} if search_section.get("agent_backend", "in_process") == "in_process"
+        else sampling, seed=search_section.get("seed", 0), tokenizer=tokenizer,
+        use_run_tool=search_section.get("run_tool", True), **common)
+  endpoint = search_section.get("endpoint") or None
+  runner = cli_agent.BwrapRunner(
+      read_only_paths=search_section.get("read_only_paths", ()),
+      pass_environment=search_section.get("pass_environment", ()),
+      environment=search_section.get("environment") or None,
+      endpoint=tuple(endpoint) if endpoint else None)
+  return cli_agent.CliAgentProposer(
+      search_section["command"], None, domain, None, runner=runner,
+      wall_clock_seconds=search_section.get("wall_clock_seconds", 1800.0),
+      max_cost_usd=search_section.get("max_cost_usd"), **common)
+
+
+def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
   """The proposer of a search section (a Meta-Harness proposer or a Harness Learning teacher).
 
   Args:
@@ -261,9 +348,14 @@ def build_proposer(search_section, policy, tokenizer):
     policy: the solver Policy; "in_process" proposes with its sampler (or, with model_path,
       with another checkpoint on the sampler's mesh).
     tokenizer: the solver's tokenizer.
+    domain: the tasks.Domain ("agentic" and "cli_agent" need it: its held-out references are
+      withheld, its name picks the steering file).
+    recipe: the recipe the proposer serves (the default of search_answers).
   """
   search_section = dict(search_section)
   kind = search_section.pop("proposer", "edit_library")
+  if kind in ("agentic", "cli_agent"):
+    return _build_agent(kind, search_section, policy, tokenizer, domain, recipe)
   seed = search_section.pop("seed", 0)
   if kind == "edit_library":
     return edit_library.EditLibraryProposer(seed=seed)
@@ -293,17 +385,28 @@ def build_runtime(sampler, tokenizer, domain, runtime_section):
                                                **runtime_section})
 
 
-def build_run(config, workdir, show_progress=True):
-  """Builds (or, when workdir holds a checkpoint, restores) the Run of an experiment config."""
+def build_run(config, workdir, show_progress=True, recipe=None):
+  """Builds (or, when workdir holds a checkpoint, restores) the Run of an experiment config.
+
+  recipe: the recipe the Run serves (default config.recipe; a "compare" run passes each
+  method), for the proposer's per-recipe defaults.
+  """
   mesh = build_mesh(section(config, "mesh"))
   model_config, params, model_dir = load_model(section(config, "model"), mesh)
   tokenizer = load_run_tokenizer(config.get("tokenizer", ""), model_dir)
   domain = build_domain(section(config, "domain"))
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
                              options.PolicyConfig(**section(config, "training")))
+  search_section = section(config, "search")
+  if (jax.process_count() > 1 and search_section.get("proposer") == "agentic" and
+      search_section.get("run_tool", True)):
+    # The agent runs on host 0 only, but every host serves a share of each batch of episodes.
+    raise ValueError("config.search.run_tool=True on a multi-host run: the agent's `run` "
+                     "would wait for the other hosts' episodes; set config.search.run_tool="
+                     "False (the agent still reads every trace) or run on one host.")
   runtime, proposer = hosts.for_processes(
       build_runtime(policy.sampler, tokenizer, domain, section(config, "runtime")),
-      build_proposer(section(config, "search"), policy, tokenizer))
+      build_proposer(search_section, policy, tokenizer, domain, recipe or config.get("recipe")))
   sampling = SamplingParams(**section(config, "sampling"))
   manager = checkpoint_lib.make_manager(os.path.join(workdir, "checkpoints"), max_to_keep=2)
   run = loop.Run(

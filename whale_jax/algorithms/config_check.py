@@ -307,6 +307,11 @@ def _check_harness_learning(hl_config):
                   f"{key_path}.proposer_training")
   for index, teacher in enumerate(hl_config.teachers):
     check_proposer(teacher, f"{key_path}.teachers[{index}]")
+    if isinstance(teacher, dict) and teacher.get("proposer") in ("agentic", "cli_agent"):
+      raise ConfigError(f"{key_path}.teachers[{index}].proposer={teacher['proposer']!r}: a "
+                        "teacher answers one revision context without a search archive; use "
+                        "'edit_library', 'in_process' or 'openai' (the coding agents propose "
+                        "in config.search).")
   for name in ("sft_domains", "grpo_domains"):
     for index, entry in enumerate(getattr(hl_config, name)):
       domain = entry.get("name") if isinstance(entry, dict) else entry

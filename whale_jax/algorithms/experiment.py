@@ -73,10 +73,14 @@ def run_recipe(run, recipe, config):
 
 def run_one(config, workdir, recipe, show_progress=True):
   os.makedirs(workdir, exist_ok=True)
-  run = build_run(config, workdir, show_progress)
+  run = build_run(config, workdir, show_progress, recipe=recipe)
   try:
-    run.log.write_config(json.loads(config.to_json_best_effort()) if hasattr(
+    config_json = (json.loads(config.to_json_best_effort()) if hasattr(
         config, "to_json_best_effort") else dict(config))
+    describe = getattr(run.proposer, "config", None)
+    if callable(describe):  # what the coding-agent proposers resolved (defaults, hashes)
+      config_json["resolved"] = {"proposer": describe()}
+    run.log.write_config(config_json)
     if run.state.done:
       logging.info("%s already finished; reporting its summary.", workdir)
       return loop.summary(run, recipe)

@@ -111,7 +111,11 @@ class HostZeroProposer:
     return [proposal_lib.Proposal.from_json(data) for data in message["proposals"]]
 
   def __getattr__(self, name):  # name, tokenizer, ...: the wrapped proposer's
-    return getattr(self.proposer, name)
+    value = getattr(self.proposer, name)   # AttributeError when the proposer has none
+    if name == "for_search":   # a proposer bound to one search stays host 0's
+      return lambda *args, **kwargs: HostZeroProposer(value(*args, **kwargs),
+                                                      self.process_index, self.broadcast)
+    return value
 
 
 def agree_on_harness(source, broadcast=None):

@@ -19,7 +19,9 @@ Phases:
                                 trajectory trained with its advantage; ppo_epochs x
                                 minibatches steps clipping against the log-probs of the
                                 weights that sampled the batch (policy.py).
-  harness_search(run, incoming, label, ...)   Meta-Harness search on the harness split.
+  harness_search(run, incoming, label, ...)   Meta-Harness search on the harness split
+                                (a coding-agent proposer bound to it, its `run` episodes
+                                counted as harness rollouts).
   evaluate_test(run, harness)   test mean@k (never used for any decision).
 
 Resuming: checkpoint(run) saves the train state (orbax) with run.state, the rollout counts and
@@ -47,6 +49,7 @@ from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.sampling import SamplingParams
+from whale_jax.search import agentic_proposer
 from whale_jax.search import atomic_files
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import meta_harness
@@ -403,25 +406,48 @@ def make_evaluate(run):
                                          weights_id=run.policy.weights_id)
 
 
+def bind_proposer(run, archive_dir, evaluate):
+  """run.proposer bound to one search (its archive, `run` over evaluate on the harness split)
+  when it binds (the coding agents' for_search), else run.proposer itself."""
+  for_search = getattr(run.proposer, "for_search", None)
+  if for_search is None:
+    return run.proposer
+  return for_search(archive_dir, evaluate, run.splits["harness"], run.loop.seed)
+
+
+def count_agent_sessions(run, archive_dir):
+  """Adds the rollouts and generated tokens of the coding agent's `run` calls saved under
+  archive_dir (search/agentic_proposer.session_costs) to run.counts' harness counts; read
+  from the saved sessions once the search is over, so a resumed search counts each once."""
+  costs = agentic_proposer.session_costs(archive_dir)
+  run.counts.add("harness", costs["rollouts"], costs["generated_tokens"])
+  return costs
+
+
 def harness_search(run, incoming, label, prompt_only=False, **budget):
   """Meta-Harness search on the harness split at the current weights; returns its result.
 
   budget: iterations=I, or min_iterations/patience/max_iterations. Default: loop config.
+  A coding-agent proposer is bound to this search (bind_proposer) and the episodes of its
+  `run` calls are counted as harness rollouts (count_agent_sessions).
   """
   if not budget:
     budget = {"iterations": run.loop.search_iterations}
   archive_dir = os.path.join(run.host_dir, "archive", label)
+  evaluate = make_evaluate(run)
   result = meta_harness.search(
-      incoming, make_evaluate(run), run.proposer, archive_dir, domain=run.domain,
-      instances=run.splits["harness"], weights_id=run.policy.weights_id,
+      incoming, evaluate, bind_proposer(run, archive_dir, evaluate), archive_dir,
+      domain=run.domain, instances=run.splits["harness"], weights_id=run.policy.weights_id,
       candidates_per_iteration=run.loop.candidates_per_iteration, prompt_only=prompt_only,
       seed=run.loop.seed, tokenizer=None, **budget)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
+  agent = count_agent_sessions(run, archive_dir)
   run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,
               search_rollouts=result.rollouts, improved=result.improved,
               accepted=result.accepted_id, stop_reason=result.stop_reason,
               proposer_prompt_tokens=result.proposer_prompt_tokens,
-              proposer_completion_tokens=result.proposer_completion_tokens)
+              proposer_completion_tokens=result.proposer_completion_tokens,
+              agent_sessions=agent["sessions"], agent_rollouts=agent["rollouts"])
   return result
 
 

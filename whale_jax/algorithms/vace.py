@@ -92,9 +92,11 @@ def run_vace(run, vace_config):
     if state.phase == "harness":
       current = loop.incumbent(run)
       label = f"vace_cycle_{state.cycle:03d}"
+      archive_dir = os.path.join(run.host_dir, "archive", label)
       candidate, _ = single_proposal.propose_one(
-          current, run.proposer, run.domain, os.path.join(run.host_dir, "archive", label),
-          episodes=_block_episodes(run, state.cycle), iteration=state.cycle + 2)
+          current, loop.bind_proposer(run, archive_dir, loop.make_evaluate(run)), run.domain,
+          archive_dir, episodes=_block_episodes(run, state.cycle), iteration=state.cycle + 2)
+      loop.count_agent_sessions(run, archive_dir)
       validation = None
       if candidate is not None and vace_config.gated:
         result = loop.gate(run, current, candidate, label)
