@@ -216,3 +216,25 @@ def test_new_keys_pass_the_config_boundary(tmp_path):
   config["training"]["grpo"] = dict(ppo_epochs=2, num_minibatches=4, kl_weight=0.01)
   config_check.check(config, str(tmp_path / "run"))
   builders.check_sections(config)
+
+
+def test_reference_is_the_initial_weights_after_a_restore():
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from configs import presets  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import options  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import policy as policy_lib  # pylint: disable=g-import-not-at-top
+  mesh = builders.build_mesh({"data": 1, "num_devices": 1})
+  model_config, params, _ = builders.load_model(presets.tiny_model(), mesh)
+  initial = jax.device_get(params)
+  policy = policy_lib.Policy(model_config, params, TOKENIZER, mesh, options.PolicyConfig(
+      grpo=dict(keep_reference=True), sampler=dict(max_slots=2, max_cache_length=256)))
+  try:
+    restored = dict(policy.state)
+    restored["params"] = jax.tree.map(lambda x: x + 1.0, policy.state["params"])
+    policy.set_state(restored)  # what loop.restore does on resume
+    reference = jax.device_get(policy.reference.params)
+    for ref, first in zip(jax.tree.leaves(reference), jax.tree.leaves(initial)):
+      np.testing.assert_array_equal(np.asarray(ref), np.asarray(first).astype(ref.dtype))
+  finally:
+    policy.close()
