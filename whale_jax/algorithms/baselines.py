@@ -14,16 +14,19 @@ Budgets: total_weight_epochs for weight steps, search_iterations for harness sea
 optional budget_rollouts (weight + harness rollouts) shared with the recipes they are
 compared to.
 """
+import functools
 
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import whale
 
 
-def _step_fn(baseline_config):
+def _step_fn(baseline_config, budget_rollouts=0):
   if baseline_config.weight_update not in ("rsft", "grpo"):
     raise ValueError(f"config.baseline.weight_update={baseline_config.weight_update!r}; use "
                      "'rsft' or 'grpo'.")
-  return loop.rsft_step if baseline_config.weight_update == "rsft" else loop.grpo_step
+  if baseline_config.weight_update == "rsft":
+    return loop.rsft_step
+  return functools.partial(loop.grpo_step, budget_rollouts=budget_rollouts)  # refill rounds
 
 
 def _weights(run, baseline_config, budget_rollouts):
@@ -34,7 +37,8 @@ def _weights(run, baseline_config, budget_rollouts):
     total_steps = min(total_steps, run.state.phase_steps +  # what the progress bar shows
                       whale.weight_steps_that_fit(run, budget_rollouts))
   if whale.weight_step_fits(run, budget_rollouts):
-    loop.weight_steps(run, loop.incumbent(run), total_steps, _step_fn(baseline_config),
+    loop.weight_steps(run, loop.incumbent(run), total_steps,
+                      _step_fn(baseline_config, budget_rollouts),
                       label="weights", stop=stop)
 
 
