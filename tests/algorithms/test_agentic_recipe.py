@@ -8,6 +8,7 @@ import glob
 import hashlib
 import json
 import os
+import socket
 
 import pytest
 
@@ -24,7 +25,9 @@ from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
 from whale_jax.harness import runtime as runtime_lib
 from whale_jax.sampling import openai_client
+from whale_jax.search import agentic_proposer
 from whale_jax.search import cli_agent
+from whale_jax.search import meta_harness
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import model_proposer
 from whale_jax.search import proposal as proposal_lib
@@ -128,6 +131,9 @@ def test_harness_only_with_the_agentic_proposer_counts_its_runs_and_accepts_its_
     (dict(proposer="agentic", run_tool="yes"), "run_tool='yes' is str"),
     (dict(proposer="agentic", search_answers="answer"), "did you mean 'answers'"),
     (dict(proposer="agentic", instructions="no/such.md"), "instructions='no/such.md' does not"),
+    (dict(proposer="agentic", agent_backend="openai", base_url="http://127.0.0.1:9/v1",
+          model="m", sampling=dict(temprature=1.0)), "did you mean 'temperature'"),
+    (dict(proposer="agentic", sampling=dict(max_tokens=0)), "config.search.sampling"),
     (dict(proposer="agentc"), "did you mean 'agentic'"),
     (dict(proposer="cli_agent"), "command=None"),
     (dict(proposer="cli_agent", command=["a"], wall_clock_seconds=0), "must be > 0"),
@@ -191,3 +197,24 @@ def test_a_dead_endpoint_stops_the_search_but_one_failed_call_is_a_failed_propos
   (failed,) = proposal_lib.safe_propose(model_proposer.ModelProposer(FlakyEndpoint()),
                                         Context(), 1)
   assert failed.error == "ConnectionError: reset by peer" and not failed.text
+
+
+def test_a_dead_endpoint_stops_an_agentic_search(tmp_path):
+  domain = tasks.get_domain("synthetic_qa", seed=0, split_sizes=fakes.QA_SPLIT_SIZES)
+  with socket.socket() as closed:   # a port nothing listens on
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+  client = agentic_proposer.OpenAIToolClient(f"http://127.0.0.1:{port}/v1", "proposer",
+                                             max_retries=0, max_consecutive_failures=2)
+  proposer = agentic_proposer.AgenticProposer(client, tmp_path / "archive", domain,
+                                              domain.splits()["harness"])
+  with pytest.raises(openai_client.EndpointUnavailable, match=f"127.0.0.1:{port}.*2 calls"):
+    meta_harness.search(Harness(domain.seed_harness, origin="seed"), fakes.FakeEvaluate(),
+                        proposer, tmp_path / "archive", domain=domain,
+                        instances=domain.splits()["harness"], iterations=4,
+                        candidates_per_iteration=1, weights_id="w0")
+  # The first failure was one refused proposal; the second stopped the search.
+  session = json.load(open(tmp_path / "archive" / "agent_sessions" / "iteration_002" /
+                           "session_00.json"))
+  assert session["stop_reason"] == "client_error" and f"127.0.0.1:{port}" in session["error"]
+  assert not (tmp_path / "archive" / "agent_sessions" / "iteration_003").exists()

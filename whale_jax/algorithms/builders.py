@@ -28,7 +28,8 @@ Sections (configs/*.py hold complete examples):
             "agentic": a tool-calling coding agent (search/agentic_proposer.py) over
             agent_backend "in_process" (the solver's sampler, its chat template's tool calls;
             sampling = SamplingParams fields) or "openai" (base_url, model, api_key_env,
-            timeout_seconds, max_retries; sampling = the chat call's keywords);
+            timeout_seconds, max_retries, max_consecutive_failures: calls failing in a row
+            that stop the run; sampling = the chat call's keywords);
             agent_budgets (AgentBudgets fields), run_tool (the agent may `run` drafts on the
             harness split, counted as harness rollouts), search_answers ("" = the recipe's
             default, archive_view.SEARCH_ANSWERS_BY_RECIPE), instructions (a steering file;
@@ -133,7 +134,8 @@ def check_search_section(search_section, key_path="config.search"):
       _check_call(agentic_proposer.OpenAIToolClient.__init__,
                   {k: v for k, v in search_section.items()
                    if k in ("base_url", "model", "api_key_env", "timeout_seconds",
-                            "max_retries")}, key_path, skip=("self", "sleep"))
+                            "max_retries", "max_consecutive_failures")}, key_path,
+                  skip=("self", "sleep"))
       config_check.check_keys(sampling, openai_client.SAMPLING_FIELDS, f"{key_path}.sampling")
     return
   if kind == "edit_library":
@@ -306,7 +308,8 @@ def agent_client(search_section, policy, tokenizer):
   return agentic_proposer.OpenAIToolClient(
       search_section["base_url"], search_section["model"],
       api_key_env=search_section.get("api_key_env") or None,
-      **{k: search_section[k] for k in ("timeout_seconds", "max_retries") if k in search_section})
+      **{k: search_section[k] for k in ("timeout_seconds", "max_retries",
+                                        "max_consecutive_failures") if k in search_section})
 
 
 def _build_agent(kind, search_section, policy, tokenizer, domain, recipe):

@@ -29,7 +29,7 @@ SEARCH_ANSWER_MODES = ("none", "answers", "answers_and_documents")  # = archive_
 # search/cli_agent.py) and their types; builders.build_proposer says what each does.
 AGENTIC_KEYS = {"proposer": str, "agent_backend": str, "base_url": str, "model": str,
                 "api_key_env": str, "timeout_seconds": float, "max_retries": int,
-                "sampling": dict, "agent_budgets": dict, "run_tool": bool,
+                "max_consecutive_failures": int, "sampling": dict, "agent_budgets": dict, "run_tool": bool,
                 "search_answers": str, "instructions": str, "name": str, "seed": int}
 CLI_AGENT_KEYS = {"proposer": str, "command": object, "wall_clock_seconds": float,
                   "max_cost_usd": float, "endpoint": tuple, "read_only_paths": tuple,

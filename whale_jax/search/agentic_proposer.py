@@ -25,7 +25,9 @@ runs). What can go wrong is answered, recorded and never fatal:
   bad_arguments, refused, empty_submission   the tool's error goes back.
   budget            steps or tokens ran out without a submission: the session returns a
                     Proposal with error set, which the search rejects (proposer_error).
-  client_error      the chat client raised: the same, with the client's message.
+  client_error      the chat client raised: the same, with the client's message (but
+                    openai_client.EndpointUnavailable, an endpoint down for good, propagates
+                    and stops the run).
   tool_error        a tool raised (e.g. the runtime under `run` failed): the same.
 The whole conversation (messages, tool schemas, every event, what was read, the runs, the
 instructions' name, version and hash, token counts) is the proposal's raw_output (JSON), so it
@@ -51,6 +53,7 @@ import time
 import urllib.error
 import urllib.request
 
+from whale_jax.sampling import openai_client
 from whale_jax.search import agent_tools
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import atomic_files
@@ -136,10 +139,13 @@ class OpenAIToolClient:
     timeout_seconds: limit on connecting and on each read.
     max_retries: retries of transient failures (connection, 429, 5xx), with doubling backoff.
     extra_body: fields added to every request.
+    max_consecutive_failures: calls failing in a row (after their retries) after which a call
+      raises openai_client.EndpointUnavailable, which stops the run, instead of ClientError.
   """
 
   def __init__(self, base_url, model, api_key_env=None, timeout_seconds=600.0, max_retries=3,
-               initial_backoff_seconds=1.0, extra_body=None, sleep=time.sleep):
+               initial_backoff_seconds=1.0, extra_body=None, sleep=time.sleep,
+               max_consecutive_failures=3):
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
       raise ValueError(f"base_url={base_url!r} must start with http:// or https:// (e.g. "
                        "http://127.0.0.1:8000/v1).")
@@ -155,6 +161,10 @@ class OpenAIToolClient:
     self.timeout_seconds, self.max_retries = timeout_seconds, max_retries
     self.initial_backoff_seconds, self._sleep = initial_backoff_seconds, sleep
     self.extra_body = dict(extra_body or {})
+    if not isinstance(max_consecutive_failures, int) or max_consecutive_failures < 1:
+      raise ValueError(f"max_consecutive_failures={max_consecutive_failures!r} must be an int "
+                       ">= 1.")
+    self.max_consecutive_failures, self.consecutive_failures = max_consecutive_failures, 0
 
   def _post(self, body):
     headers = {"Content-Type": "application/json"}
@@ -166,7 +176,9 @@ class OpenAIToolClient:
     for attempt in range(self.max_retries + 1):
       try:
         with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:
-          return json.loads(response.read())
+          reply = json.loads(response.read())
+        self.consecutive_failures = 0
+        return reply
       except urllib.error.HTTPError as error:
         failure = f"HTTP {error.code}: {error.read()[:300].decode('utf-8', 'replace')}"
         if error.code != 429 and error.code < 500:
@@ -177,6 +189,10 @@ class OpenAIToolClient:
       if attempt < self.max_retries:
         self._sleep(backoff)
         backoff *= 2
+    self.consecutive_failures += 1
+    if self.consecutive_failures >= self.max_consecutive_failures:
+      raise openai_client.EndpointUnavailable(self.url, self.consecutive_failures, failure,
+                                              attempt + 1)
     raise ClientError(f"{self.url}: {failure}")
 
   def complete(self, messages, tools, **sampling):
@@ -402,6 +418,8 @@ class AgenticProposer:
                                                  ("agentic", index, steps))
       try:
         reply = self.client.complete(messages, schemas, **sampling)
+      except openai_client.EndpointUnavailable:
+        raise   # the endpoint is down for good: stop the run, as the one-shot proposers do
       except Exception as raised:  # pylint: disable=broad-except
         stop_reason = "client_error"
         error = f"The chat client raised {type(raised).__name__}: {raised}"
