@@ -20,6 +20,7 @@ from whale_jax import tasks
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import config_check
 from whale_jax.algorithms import experiment
+from whale_jax.algorithms import hosts
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
@@ -218,3 +219,30 @@ def test_a_dead_endpoint_stops_an_agentic_search(tmp_path):
                            "session_00.json"))
   assert session["stop_reason"] == "client_error" and f"127.0.0.1:{port}" in session["error"]
   assert not (tmp_path / "archive" / "agent_sessions" / "iteration_003").exists()
+
+
+def test_a_proposer_bound_on_a_multi_host_run_still_proposes_on_host_zero_only():
+  class Binding:
+    def __init__(self, archive_dir=None):
+      self.archive_dir, self.calls = archive_dir, 0
+
+    def for_search(self, archive_dir, evaluate, instances, seed=0):
+      return Binding(archive_dir)
+
+    def propose(self, context, n):
+      self.calls += 1
+      return [proposal_lib.failed("host 0 proposed")]
+
+  sent = []
+  host_zero = hosts.HostZeroProposer(Binding(), process_index=0,
+                                     broadcast=lambda text: sent.append(text) or text)
+  bound = host_zero.for_search("/a", None, [])
+  assert isinstance(bound, hosts.HostZeroProposer) and bound.proposer.archive_dir == "/a"
+  (proposal,) = bound.propose(None, 1)
+  assert proposal.error == "host 0 proposed" and bound.proposer.calls == 1 and sent
+  other = hosts.HostZeroProposer(Binding(), process_index=1, broadcast=lambda text: sent[0])
+  bound_other = other.for_search("/b", None, [])
+  assert bound_other.propose(None, 1)[0].error == "host 0 proposed"
+  assert bound_other.proposer.calls == 0        # host 1 never asked its own proposer
+  with pytest.raises(AttributeError):           # a proposer that does not bind: none to call
+    hosts.HostZeroProposer(object(), process_index=0).for_search
