@@ -117,7 +117,9 @@ def get_config(arg: str = "docqa"):
   config.search = dict(proposer="openai", base_url="http://localhost:8001/v1",   # guess
                        model="proposer", api_key_env="PROPOSER_API_KEY",
                        sampling=dict(max_tokens=32_000, temperature=1.0))
-  config.runtime = dict(num_workers=256, timeout_seconds=1800.0)
+  # guess: 8,192 generated tokens per rollout over all its model calls, thinking on.
+  config.runtime = dict(num_workers=256, timeout_seconds=1800.0, allow_weak_sandbox=False,
+                        max_episode_tokens=8192, enable_thinking=True)
   config.mesh = dict(data=-1, fsdp=8, tensor=1)
   if "smoke" in args:
     smoke(config, domain)

@@ -39,6 +39,9 @@ DOMAINS = {
 }
 MODELS = {"searchqa": "Qwen/Qwen3.5-2B", "math": "Qwen/Qwen3.5-2B", "chess": "Qwen/Qwen3.5-4B"}
 WEIGHT_EPOCHS = {"searchqa": 4.0, "math": 6.0, "chess": 4.0}
+# Generated tokens per rollout, over all of an episode's model calls (SPEC 1.4: 8,192 cumulative
+# assistant tokens; chess 16,384), with the Qwen3.5 thinking mode on.
+EPISODE_TOKENS = {"searchqa": 8192, "math": 8192, "chess": 16_384}
 # The baselines' budgets (SPEC 1.10): weight-only = WEIGHT_EPOCHS, harness-only Meta-Harness
 # iterations, stagewise (E*, I*) = its best weight epochs and search iterations (chess: not
 # reported, a guess).
@@ -89,7 +92,8 @@ def get_config(arg: str = "searchqa"):
   config.search = dict(proposer="openai", base_url="https://api.anthropic.com/v1",
                        model="claude-opus-4-7", api_key_env="PROPOSER_API_KEY",
                        sampling=dict(max_tokens=32_000, temperature=1.0))
-  config.runtime = dict(num_workers=256, timeout_seconds=1800.0, allow_weak_sandbox=False)
+  config.runtime = dict(num_workers=256, timeout_seconds=1800.0, allow_weak_sandbox=False,
+                        max_episode_tokens=EPISODE_TOKENS[domain], enable_thinking=True)
   config.mesh = dict(data=-1, fsdp=8, tensor=1)
   if "tiny" in args:
     tiny(config, domain)
