@@ -46,9 +46,15 @@ def get_config(arg: str = ""):
                          budget_rollouts=BUDGET_ROLLOUTS)
   config.vace = dict(num_cycles=4, block_steps=4, budget_rollouts=BUDGET_ROLLOUTS)
   config.search = dict(proposer="edit_library", seed=0)
-  config.runtime = dict(num_workers=16, timeout_seconds=60.0, allow_weak_sandbox=False)
+  # The default demo's harnesses come from the offline edit library (this project's own edits
+  # of the seed harness), so where the machine cannot confine them (no bubblewrap) it runs them
+  # anyway, with a warning; with bubblewrap present they run confined as always. Proposers that
+  # write code (in_process, openai) are untrusted: those variants refuse to run unconfined.
+  config.runtime = dict(num_workers=16, timeout_seconds=60.0, allow_weak_sandbox=True)
   config.mesh = dict(data=1, num_devices=1)
   args = presets.parse_args(arg, ("in_process", "openai", "smoke"), "configs/demo.py")
+  if "in_process" in args or "openai" in args:
+    config.runtime.allow_weak_sandbox = False
   if "in_process" in args:
     config.search = dict(proposer="in_process", sampling=dict(max_tokens=256,
                                                               temperature=1.0))
