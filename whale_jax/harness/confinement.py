@@ -175,12 +175,11 @@ def child_program():
   return _compile(rules)
 
 
-def _bwrap_args(workdir, use_site_packages):
-  """bwrap's options for a sandbox whose writable folder is workdir."""
-  args = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
-          "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--clearenv",
-          "--ro-bind", "/usr", "/usr"]
-  for name in ("lib", "lib64", "lib32", "libx32", "bin"):
+def system_binds(names=("lib", "lib64", "lib32", "libx32", "bin")):
+  """bwrap's options that show the top-level library and program folders (as links where the
+  host has links) and the dynamic linker's cache, read-only."""
+  args = []
+  for name in names:
     path = "/" + name
     if os.path.islink(path):
       args += ["--symlink", os.readlink(path), path]
@@ -188,6 +187,14 @@ def _bwrap_args(workdir, use_site_packages):
       args += ["--ro-bind", path, path]
   if os.path.exists("/etc/ld.so.cache"):
     args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+  return args
+
+
+def _bwrap_args(workdir, use_site_packages):
+  """bwrap's options for a sandbox whose writable folder is workdir."""
+  args = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
+          "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--clearenv",
+          "--ro-bind", "/usr", "/usr"] + system_binds()
   roots = [os.path.realpath(sys.base_prefix)]
   if use_site_packages:  # the venv as itself (for its pyvenv.cfg) and where it really lies
     roots += [sys.prefix, os.path.realpath(sys.prefix)]

@@ -118,18 +118,6 @@ def _tail(path, max_bytes):
     return file.read()
 
 
-def _lib_binds():
-  args = []
-  for name in ("lib", "lib64", "lib32", "libx32", "bin", "sbin"):
-    path = "/" + name
-    if os.path.islink(path):
-      args += ["--symlink", os.readlink(path), path]
-    elif os.path.isdir(path):
-      args += ["--ro-bind", path, path]
-  if os.path.exists("/etc/ld.so.cache"):
-    args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-  return args
-
 
 class _Relay:
   """Host side of the endpoint relay: a Unix socket whose connections go to (host, port)."""
@@ -224,7 +212,7 @@ class BwrapRunner:
     args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--uid",
             str(confinement_lib.SANDBOX_UID), "--gid", str(confinement_lib.SANDBOX_UID),
             "--die-with-parent", "--new-session", "--clearenv", "--ro-bind", "/usr", "/usr"]
-    args += _lib_binds()
+    args += confinement_lib.system_binds(("lib", "lib64", "lib32", "libx32", "bin", "sbin"))
     python = os.path.realpath(sys.base_prefix)
     if python != "/usr" and not python.startswith("/usr/"):
       args += ["--ro-bind", python, python]
