@@ -3,8 +3,8 @@ import json
 
 import pytest
 
+from whale_jax import atomic_files
 from whale_jax.algorithms import run_log
-from whale_jax.search import atomic_files
 
 
 def test_metrics_rows_and_tensorboard_events(tmp_path):

@@ -23,6 +23,7 @@ from absl import logging
 import jax
 import numpy as np
 
+from whale_jax import atomic_files
 from whale_jax.algorithms import baselines
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import config_check
@@ -34,7 +35,6 @@ from whale_jax.algorithms import vace
 from whale_jax.algorithms import warm_start
 from whale_jax.algorithms import whale
 from whale_jax.parallel import distributed
-from whale_jax.search import atomic_files
 from whale_jax.train import checkpoint as checkpoint_lib
 
 RECIPES = options.RECIPES

@@ -90,6 +90,7 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
+from whale_jax import atomic_files
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
@@ -97,7 +98,6 @@ from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.parallel import rules
-from whale_jax.search import atomic_files
 from whale_jax.search import revision as revision_lib
 from whale_jax.search import seeds as seeds_lib
 from whale_jax.sampling import SamplingParams

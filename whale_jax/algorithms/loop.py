@@ -41,6 +41,7 @@ import jax
 import numpy as np
 import tqdm
 
+from whale_jax import atomic_files
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
@@ -50,7 +51,6 @@ from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import agentic_proposer
-from whale_jax.search import atomic_files
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import meta_harness
 from whale_jax.search import seeds as seeds_lib

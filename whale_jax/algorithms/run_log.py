@@ -14,7 +14,7 @@ import json
 import math
 import os
 
-from whale_jax.search import atomic_files
+from whale_jax import atomic_files
 
 PHASES = ("weight", "harness", "evaluation")
 

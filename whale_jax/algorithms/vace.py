@@ -19,10 +19,10 @@ import functools
 import json
 import os
 
+from whale_jax import atomic_files
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import whale
 from whale_jax.harness import trajectory as trajectory_lib
-from whale_jax.search import atomic_files
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import single_proposal
 

@@ -27,6 +27,7 @@ import jax
 import numpy as np
 import tqdm
 
+from whale_jax import atomic_files
 from whale_jax import tasks
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import rollouts
@@ -38,7 +39,6 @@ from whale_jax.models import ModelConfig
 from whale_jax.models import hf
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
-from whale_jax.search import atomic_files
 from whale_jax.sampling import SamplingParams
 from whale_jax.tasks import seed_harnesses
 from whale_jax.tasks import synthetic_qa

@@ -53,10 +53,10 @@ import time
 import urllib.error
 import urllib.request
 
+from whale_jax import atomic_files
 from whale_jax.sampling import openai_client
 from whale_jax.search import agent_tools
 from whale_jax.search import archive as archive_lib
-from whale_jax.search import atomic_files
 from whale_jax.search import archive_view
 from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib

@@ -32,8 +32,8 @@ import os
 import shutil
 import tempfile
 
+from whale_jax import atomic_files
 from whale_jax.harness import trajectory as trajectory_lib
-from whale_jax.search import atomic_files
 
 STATUSES = ("evaluated", "rejected", "duplicate")
 SUMMARY = "summary.jsonl"

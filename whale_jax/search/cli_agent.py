@@ -55,9 +55,9 @@ import tempfile
 import threading
 import time
 
+from whale_jax import atomic_files
 from whale_jax.harness import confinement as confinement_lib
 from whale_jax.search import archive as archive_lib
-from whale_jax.search import atomic_files
 from whale_jax.search import archive_view
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.search import steering

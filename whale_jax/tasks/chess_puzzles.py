@@ -26,11 +26,11 @@ import json
 import multiprocessing
 import os
 import re
-import tempfile
 
 from absl import logging
 import chess
 
+from whale_jax import atomic_files
 from whale_jax.harness.tools import chess_board
 from whale_jax.tasks.record_files import read_records
 
@@ -129,8 +129,8 @@ def load_lichess_puzzles(path, min_rating=None, max_rating=None, max_solution_pl
   kept = (item for item in _csv_rows(path) if _keep(item[1], filters, item[0]))
   puzzles = _parse_all(_sample_stream(kept, filters), num_workers)
   if cache_path is not None:
-    _write_json_atomically(cache_path, {"source": path, "filters": filters,
-                                        "puzzles": puzzles})
+    atomic_files.write_text(cache_path, json.dumps({"source": path, "filters": filters,
+                                                    "puzzles": puzzles}))
   return puzzles
 
 
@@ -257,19 +257,6 @@ def _cache_path(path, filters, cache_dir):
   digest = hashlib.sha256(key.encode()).hexdigest()[:16]
   stem = os.path.splitext(os.path.basename(path))[0]
   return os.path.join(os.fspath(cache_dir), f"lichess_{stem}_{digest}.json")
-
-
-def _write_json_atomically(path, value):
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-  try:
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-      json.dump(value, file)
-    os.replace(temporary, path)
-  except BaseException:
-    if os.path.exists(temporary):
-      os.unlink(temporary)
-    raise
 
 
 def parse_move(board, text):

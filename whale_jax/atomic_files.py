@@ -7,8 +7,9 @@
 Each writes a temporary file in the destination's directory (created if missing), flushes it
 to disk and renames it over path; on any failure the temporary file is removed and the old
 file, if any, is left as it was. The one implementation for the archive (search/archive.py),
-the run log, checkpoint notes and every other run file; it lives in search/, the lowest layer
-that writes run files.
+the run log, checkpoint notes, the chess puzzle cache and every other file whale_jax writes
+whole; it sits at the package's top level, below every layer (it imports nothing from
+whale_jax), so that any layer may use it.
 """
 import json
 import os
