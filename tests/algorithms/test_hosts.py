@@ -150,3 +150,26 @@ def test_host_zero_proposer_failure_raises_on_every_host():
   assert sorted((index, type(error).__name__) for index, error in errors) == [
       (0, "TimeoutError"), (1, "RuntimeError")]
   assert "endpoint timed out" in str(dict(errors)[1])
+
+
+class IndexedProposer(CountingProposer):
+  """A proposer that can be asked for single slots (as ModelProposer.propose_at)."""
+
+  def propose_at(self, context, indices):
+    self.calls += 1
+    return [proposal_lib.Proposal(kind="patch", text=f"{context} #{i}") for i in indices]
+
+
+def test_a_retried_slot_is_proposed_on_host_zero_only():
+  group = ThreadGroup(2)
+  proposers = [IndexedProposer() for _ in range(2)]
+
+  def host(index):
+    wrapped = hosts.HostZeroProposer(proposers[index], index, group.broadcast(index))
+    return [p.text for p in proposal_lib.safe_propose(wrapped, "c", 3, indices=[2])]
+
+  results, errors = group.run(host)
+  assert not errors and results == [["c #2"], ["c #2"]]
+  assert [p.calls for p in proposers] == [1, 0]
+  # Without propose_at on the wrapped proposer, the wrapper has none either.
+  assert getattr(hosts.HostZeroProposer(CountingProposer(), 0), "propose_at", None) is None

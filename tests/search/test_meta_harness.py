@@ -1,5 +1,7 @@
 """Meta-Harness search: finds a better harness, survives malformed proposals, resumes exactly."""
+import http.server
 import json
+import threading
 
 import pytest
 
@@ -13,7 +15,9 @@ from whale_jax.search import archive as archive_lib
 from whale_jax.search import edit_library
 from whale_jax.search import evaluation
 from whale_jax.search import meta_harness
+from whale_jax.search import model_proposer
 from whale_jax.search import prompt_only
+from whale_jax.search import seeds as seeds_lib
 from whale_jax.search.proposal import Proposal
 from whale_jax.tokenization import load_tokenizer
 
@@ -101,7 +105,8 @@ def test_malformed_proposals_are_rejected_with_reasons(domain, tmp_path):
   assert [row["id"] for row in rows] == [c.id for c in result.archive.candidates]
 
 
-def test_a_proposer_that_raises_is_recorded_and_the_search_goes_on(domain, tmp_path):
+def test_a_proposer_that_raises_is_counted_not_archived_and_a_resume_asks_again(domain,
+                                                                                 tmp_path):
 
   class Failing:
     name = "failing"
@@ -110,10 +115,19 @@ def test_a_proposer_that_raises_is_recorded_and_the_search_goes_on(domain, tmp_p
       raise ConnectionError("proposer endpoint down")
 
   result = _search(domain, tmp_path / "archive", fakes.FakeEvaluate(), Failing(), iterations=3)
-  rejected = result.archive.candidates[1:]
-  assert [c.reasons[0]["code"] for c in rejected] == ["proposer_error"] * 2
-  assert "proposer endpoint down" in rejected[0].reasons[0]["message"]
+  assert [c.id for c in result.archive.candidates] == ["c0000"]   # no failure is a result
+  assert (result.failed_proposer_calls, result.missing_proposals) == (6, 6)
   assert result.iterations == 3 and result.accepted_id == "c0000"
+  saved = json.loads((tmp_path / "archive" / "iterations" / "iteration_002" /
+                      "proposals.json").read_text())
+  assert saved["proposals"] == [None] * 3
+  assert ["proposer endpoint down" in f["error"] for f in saved["failed_calls"]] == [True] * 3
+  topk = Proposal("patch", _block("TOPK = 1\n", "TOPK = 3\n"))
+  proposer = ScriptedProposer([[topk] * 3, [topk] * 3])
+  resumed = _search(domain, tmp_path / "archive", fakes.FakeEvaluate(), proposer, iterations=3)
+  assert [c.iteration for c in proposer.contexts] == [2, 3]
+  assert [c.status for c in resumed.archive.candidates[1:]] == ["evaluated"] + ["duplicate"] * 5
+  assert (resumed.failed_proposer_calls, resumed.missing_proposals) == (6, 0)
 
 
 def _summary(result):
@@ -254,3 +268,81 @@ def test_candidate_folders_hold_what_a_person_needs(domain, tmp_path):
   assert [e["task_id"] for e in examples] == [i.id for i in domain.splits()["harness"]]
   assert len(result.archive.trajectories("c0001")) == len(examples)
   assert (tmp_path / "archive" / "iterations" / "iteration_002" / "context.txt").exists()
+
+
+class ChatServer:
+  """A chat-completions endpoint on 127.0.0.1 whose reply is chosen by the request's seed;
+  while `failing` holds a seed, requests with that seed get HTTP 500 (every retry too)."""
+
+  def __init__(self, reply_of_seed):
+    self.reply_of_seed, self.failing, self.seeds = reply_of_seed, None, []
+    stub = self
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+
+      def do_POST(self):  # pylint: disable=invalid-name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        stub.seeds.append(body["seed"])
+        if body["seed"] == stub.failing:
+          status, payload = 500, b'{"error": "overloaded"}'
+        else:
+          status, payload = 200, json.dumps({
+              "choices": [{"message": {"role": "assistant",
+                                       "content": stub.reply_of_seed(body["seed"])},
+                           "finish_reason": "stop"}],
+              "usage": {"prompt_tokens": 5, "completion_tokens": 7}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+      def log_message(self, *args):
+        pass
+
+    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+  def close(self):
+    self.server.shutdown()
+    self.server.server_close()
+
+
+def test_a_failed_http_proposer_call_is_retried_on_resume_and_its_reply_used(domain, tmp_path):
+  seed_of = {(it, i): seeds_lib.derive_seed(0, "proposer_call", it, i)
+             for it in (2, 3) for i in (0, 1)}
+  reply_of = {seed_of[2, 0]: "I cannot change this harness.",       # a reply: refused, kept
+              seed_of[2, 1]: "HYPOTHESIS: more passages.\n" + _block("TOPK = 1\n",
+                                                                     "TOPK = 4\n"),
+              seed_of[3, 0]: _block("TOPK = 1\n", "TOPK = 5\n"),
+              seed_of[3, 1]: _block("MAX_TURNS = 2\n", "MAX_TURNS = 3\n")}
+  server = ChatServer(reply_of.__getitem__)
+  try:
+    def proposer():
+      return model_proposer.openai_proposer(
+          server.url, "proposer", api_key_env=None, max_retries=1,
+          initial_backoff_seconds=0.0, max_consecutive_failures=3)
+    server.failing = seed_of[2, 1]
+    first = _search(domain, tmp_path / "archive", fakes.FakeEvaluate(), proposer(),
+                    candidates_per_iteration=2)
+    assert server.seeds.count(seed_of[2, 1]) == 2                 # the call and its retry
+    assert (first.failed_proposer_calls, first.missing_proposals) == (1, 1)
+    slots = {(c.iteration, c.index): c for c in first.archive.candidates[1:]}
+    assert sorted(slots) == [(2, 0), (3, 0), (3, 1)]              # nothing for the failure
+    assert slots[2, 0].status == "rejected" and slots[2, 0].reasons[0]["code"] == "no_blocks"
+    server.failing, server.seeds = None, []
+    resumed = _search(domain, tmp_path / "archive", fakes.FakeEvaluate(), proposer(),
+                      candidates_per_iteration=2)
+  finally:
+    server.close()
+  assert server.seeds == [seed_of[2, 1]]                          # exactly the failed call
+  assert (resumed.failed_proposer_calls, resumed.missing_proposals) == (1, 0)
+  retried = [c for c in resumed.archive.candidates if (c.iteration, c.index) == (2, 1)]
+  assert len(retried) == 1 and retried[0].status == "evaluated"
+  assert "TOPK = 4" in resumed.archive.source(retried[0].id)
+  assert retried[0].hypothesis == "more passages."
+  saved = json.loads((tmp_path / "archive" / "iterations" / "iteration_002" /
+                      "proposals.json").read_text())
+  assert saved["proposals"][1]["raw_output"] == reply_of[seed_of[2, 1]]
+  assert [f["index"] for f in saved["failed_calls"]] == [1]
+  assert "HTTP 500" in saved["failed_calls"][0]["error"]

@@ -52,3 +52,23 @@ def test_refused_proposal_records_its_reason(tmp_path):
   candidate, record = single_proposal.propose_one(incumbent, proposer, domain, str(tmp_path))
   assert candidate is None and record.status == "rejected"
   assert [r["code"] for r in record.reasons] == ["not_found"]
+
+
+def test_a_failed_call_is_not_saved_and_calling_again_asks_again(tmp_path):
+  domain = _domain()
+  incumbent = Harness(domain.seed_harness)
+
+  class Failing:
+    name = "failing"
+
+    def propose(self, context, n):
+      raise ConnectionError("connection refused")
+
+  candidate, record = single_proposal.propose_one(incumbent, Failing(), domain, str(tmp_path))
+  assert candidate is None and record.reasons[0]["code"] == "proposer_error"
+  assert "connection refused" in record.reasons[0]["message"]
+  assert not (tmp_path / single_proposal.PROPOSAL_FILE).exists()
+  proposer = CountingProposer(GOOD_PATCH)
+  candidate, record = single_proposal.propose_one(incumbent, proposer, domain, str(tmp_path))
+  assert proposer.calls == 1 and "TOPK = 3" in candidate.source
+  assert record.status == "evaluated"

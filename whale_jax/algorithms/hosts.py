@@ -94,10 +94,20 @@ class HostZeroProposer:
     self.broadcast = broadcast or distributed.broadcast_text
 
   def propose(self, context, n):
+    return self._on_host_zero(lambda: self.proposer.propose(context, n))
+
+  @property
+  def propose_at(self):
+    """The wrapped proposer's propose_at(context, indices), run on host 0 only (an
+    AttributeError when the wrapped proposer has none, as getattr callers expect)."""
+    propose_at = self.proposer.propose_at
+    return lambda context, indices: self._on_host_zero(lambda: propose_at(context, indices))
+
+  def _on_host_zero(self, call):
     error, proposals = None, []
     if self.process_index == 0:
       try:
-        proposals = list(self.proposer.propose(context, n))
+        proposals = list(call())
       except Exception as caught:  # pylint: disable=broad-except
         error = caught
     text = self.broadcast(json.dumps(

@@ -447,6 +447,8 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
               accepted=result.accepted_id, stop_reason=result.stop_reason,
               proposer_prompt_tokens=result.proposer_prompt_tokens,
               proposer_completion_tokens=result.proposer_completion_tokens,
+              failed_proposer_calls=result.failed_proposer_calls,
+              missing_proposals=result.missing_proposals,
               agent_sessions=agent["sessions"], agent_rollouts=agent["rollouts"])
   return result
 

@@ -28,6 +28,16 @@ Budgets: `iterations=I` runs I iterations (the incoming evaluation counts as the
 patience: after min_iterations, stop once `patience` iterations in a row brought no new
 accepted harness; never more than max_iterations.
 
+Failed proposer calls: a call that got no reply (Proposal.call_failed: the endpoint failed
+after its client's retries, or the proposer raised) is logged and counted
+(SearchResult.failed_proposer_calls, and proposals.json's "failed_calls"), but it is no
+result: nothing is archived for it and its slot in proposals.json stays null. The search goes
+on with the other proposals; calling search again with the same archive_dir asks the
+proposer again for exactly the failed slots, with the context the first call had (saved in
+iterations/iteration_NNN/context.json), and uses the replies. A reply that came but does not
+parse or is refused is a result, archived with its reasons like any other. An endpoint down
+for good (openai_client.EndpointUnavailable) stops the search.
+
 Resuming: calling search again with the same archive_dir continues where it stopped. The
 proposals of an iteration are saved before any is evaluated (iterations/iteration_NNN/
 proposals.json) and reused; candidates already in the archive are not redone; acceptance and
@@ -42,6 +52,10 @@ after another (each with its episodes in parallel on the runtime); no separate v
 (use whale_jax.search.validation_gate where a recipe wants one).
 """
 import dataclasses
+import glob
+import os
+
+from absl import logging
 
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
@@ -72,6 +86,8 @@ class SearchResult:
     frontier: ids of the Pareto front (success up, mean turns down).
     proposer_prompt_tokens, proposer_completion_tokens: what the proposer spent, all sessions
       (kept apart from rollouts, as WHALE excludes proposer compute from rollout counts).
+    failed_proposer_calls: proposer calls that got no reply, all sessions (module docstring).
+    missing_proposals: slots whose call failed and was not yet retried successfully.
   """
   accepted: program.Harness
   accepted_id: str
@@ -83,6 +99,8 @@ class SearchResult:
   proposer_prompt_tokens: int = 0
   generated_tokens: int = 0
   proposer_completion_tokens: int = 0
+  failed_proposer_calls: int = 0
+  missing_proposals: int = 0
 
   @property
   def improved(self):
@@ -228,7 +246,7 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
     parent = archive.get(meta["incumbent_id"])
     parent_source = archive.source(parent.id)
     for index, proposal in enumerate(proposals):
-      if index in done:
+      if index in done or proposal.call_failed:
         continue
       prepared = candidate_check.prepare_candidate(
           proposal, parent_source, domain.allowed_imports, max_lines,
@@ -276,16 +294,32 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
       frontier=tuple(c.id for c in pareto_front(_up_to(archive, iteration - 1))),
       proposer_prompt_tokens=sum(c.prompt_tokens for c in archive.candidates),
       proposer_completion_tokens=sum(c.completion_tokens for c in archive.candidates),
-      generated_tokens=sum(c.generated_tokens for c in archive.candidates))
+      generated_tokens=sum(c.generated_tokens for c in archive.candidates),
+      **_failed_call_counts(archive))
 
 
 def _proposals(archive, iteration, accepted, proposer, domain, count, prompt_only,
                budget_tokens, tokenizer, max_lines, context_options):
-  """The iteration's proposals: reloaded when saved, else proposed now and saved first."""
+  """The iteration's proposals: reloaded when saved, else proposed now and saved first.
+
+  Slots whose call failed are saved as null (never as a result) and asked for again, with
+  the saved context, when the iteration is reloaded; a slot still failing is returned as the
+  failed_call Proposal, which the caller skips.
+  """
   path = _iteration_path(archive, iteration, "proposals.json")
   saved = archive_lib.read_json(path)
   if saved is not None:
-    return [proposal_lib.Proposal.from_json(p) for p in saved["proposals"]], saved
+    proposals = [None if p is None else proposal_lib.Proposal.from_json(p)
+                 for p in saved["proposals"]]
+    missing = [index for index, p in enumerate(proposals) if p is None]
+    if not missing:
+      return proposals, saved
+    context = _load_context(archive, iteration)
+    retried = proposal_lib.safe_propose(proposer, context, count, indices=missing)
+    for index, proposal in zip(missing, retried):
+      proposals[index] = proposal
+    _save_proposals(archive, path, saved, proposals, context)
+    return proposals, saved
   context = context_lib.build_context(
       archive, accepted.id, domain.name, domain.description, iteration, budget_tokens,
       tokenizer=tokenizer, prompt_only=prompt_only, allowed_imports=domain.allowed_imports,
@@ -299,10 +333,67 @@ def _proposals(archive, iteration, accepted, proposer, domain, count, prompt_onl
                                  context.instruction_version,
           "instruction_hash": getattr(proposer, "instruction_hash", None) or
                               context.instruction_hash, "context_tokens": context.num_tokens,
-          "context_budget_tokens": context.budget_tokens,
-          "proposals": [p.to_json() for p in proposals]}
-  archive_lib.write_json_atomically(path, meta)
+          "context_budget_tokens": context.budget_tokens, "failed_calls": []}
+  _save_proposals(archive, path, meta, proposals, context)
   return proposals, meta
+
+
+def _save_proposals(archive, path, meta, proposals, context):
+  """Writes proposals.json: results, null for each failed call (also appended to
+  meta["failed_calls"] and logged); with a failed call, the context too (context.json)."""
+  failures = [(index, p) for index, p in enumerate(proposals) if p.call_failed]
+  meta["failed_calls"] = list(meta.get("failed_calls", [])) + [
+      {"index": index, "proposer": p.proposer, "error": p.error} for index, p in failures]
+  for index, p in failures:
+    logging.warning("Meta-Harness iteration %d: proposer call %d got no reply (%s); it is "
+                    "not archived, and a resume with the same archive asks again.",
+                    context.iteration, index, p.error)
+  if failures:
+    _save_context(archive, context)
+  meta["proposals"] = [None if p.call_failed else p.to_json() for p in proposals]
+  archive_lib.write_json_atomically(path, meta)
+
+
+_CONTEXT_FIELDS = ("domain_name", "incumbent_id", "iteration", "num_tokens", "budget_tokens",
+                   "instruction_version", "instruction_hash", "prompt_only", "max_lines")
+
+
+def _save_context(archive, context):
+  path = _iteration_path(archive, context.iteration, "context.json")
+  if os.path.exists(path):
+    return  # the first call's context: every retry uses it
+  data = {name: getattr(context, name) for name in _CONTEXT_FIELDS}
+  data.update(messages=[dict(m) for m in context.messages],
+              known_hashes=sorted(context.known_hashes),
+              recent_mechanisms=list(context.recent_mechanisms),
+              allowed_imports=list(context.allowed_imports))
+  archive_lib.write_json_atomically(path, data)
+
+
+def _load_context(archive, iteration):
+  """The ProposerContext saved for an iteration with failed calls (_save_context)."""
+  path = _iteration_path(archive, iteration, "context.json")
+  data = archive_lib.read_json(path)
+  if data is None:
+    raise ValueError(f"{path} is missing, but proposals.json of iteration {iteration} has "
+                     "failed calls to retry; the archive is incomplete: use a new archive_dir.")
+  record = archive.get(data["incumbent_id"])
+  incumbent = program.Harness(archive.source(record.id), parent=None, origin=record.origin)
+  return context_lib.ProposerContext(
+      incumbent=incumbent, messages=tuple(data["messages"]),
+      known_hashes=frozenset(data["known_hashes"]),
+      recent_mechanisms=tuple(data["recent_mechanisms"]),
+      allowed_imports=tuple(data["allowed_imports"]),
+      **{name: data[name] for name in _CONTEXT_FIELDS})
+
+
+def _failed_call_counts(archive):
+  failed = missing = 0
+  for path in glob.glob(archive.path("iterations", "iteration_*", "proposals.json")):
+    saved = archive_lib.read_json(path)
+    failed += len(saved.get("failed_calls", []))
+    missing += sum(p is None for p in saved["proposals"])
+  return {"failed_proposer_calls": failed, "missing_proposals": missing}
 
 
 def _write_comparison(archive, iteration, accepted, last_new_best):

@@ -14,9 +14,10 @@ propose(context, n) makes n calls with context.messages; call i gets seed =
 seeds.derive_seed(base seed, "proposer_call", context.iteration, i), so runs are reproducible
 where the server honours seeds; with
 max_concurrent_calls > 1 the calls run on threads (the in-process engine batches them). Each
-reply is parsed by whale_jax.search.proposal.parse_reply. A call that raises gives a Proposal
-with the error recorded (the search rejects it with reason proposer_error) instead of ending
-the search.
+reply is parsed by whale_jax.search.proposal.parse_reply. A call that raises gives a
+proposal.failed_call (the search logs and counts it, archives nothing and asks again on
+resume) instead of ending the search; propose_at(context, indices) makes just the calls of
+those indices (their seeds as in propose), which is how a resume retries failed calls.
 
 in_process_proposer serves the model through any LLMBackend (the in-process sampler, possibly
 another checkpoint than the solver's): messages are rendered with the tokenizer's chat
@@ -66,8 +67,8 @@ class ModelProposer:
       reply = self.client.chat([dict(message) for message in context.messages], **sampling)
     except openai_client.EndpointUnavailable:
       raise  # the endpoint is down for good: stop the run (sampling/openai_client.py)
-    except Exception as error:  # pylint: disable=broad-except
-      return proposal_lib.failed(f"{type(error).__name__}: {error}", self.name)
+    except Exception as error:  # pylint: disable=broad-except  # no reply: a failed call
+      return proposal_lib.failed_call(f"{type(error).__name__}: {error}", self.name)
     text = reply if isinstance(reply, str) else getattr(reply, "text", None)
     if not isinstance(text, str):
       return proposal_lib.Proposal(
@@ -79,10 +80,16 @@ class ModelProposer:
     return proposal_lib.parse_reply(text, self.name, prompt_tokens, completion_tokens)
 
   def propose(self, context, n):
-    if self.max_concurrent_calls == 1 or n == 1:
-      return [self._one(context, index) for index in range(n)]
-    with concurrent.futures.ThreadPoolExecutor(min(n, self.max_concurrent_calls)) as pool:
-      return list(pool.map(lambda index: self._one(context, index), range(n)))
+    return self.propose_at(context, range(n))
+
+  def propose_at(self, context, indices):
+    """The proposals of calls number `indices` (each with its own seed), in that order."""
+    indices = list(indices)
+    if self.max_concurrent_calls == 1 or len(indices) <= 1:
+      return [self._one(context, index) for index in indices]
+    with concurrent.futures.ThreadPoolExecutor(
+        min(len(indices), self.max_concurrent_calls)) as pool:
+      return list(pool.map(lambda index: self._one(context, index), indices))
 
 
 def openai_proposer(base_url, model, api_key_env="OPENAI_API_KEY", timeout_seconds=600.0,

@@ -56,6 +56,10 @@ class Proposal:
     proposer: the proposer's name.
     mechanism: the kind of change (edit library: e.g. "retrieval_topk"; "" for models).
     error: why the proposer produced no usable reply (e.g. the endpoint failed), else "".
+    call_failed: the call itself failed (no reply: the endpoint failed after its retries, or
+      the proposer raised). Such a Proposal records a failure, never a result: the search
+      logs and counts it but neither archives nor saves it, so a resume asks again. A reply
+      that came but is unusable (no blocks, a refusal) is a result: call_failed is False.
   """
   kind: str
   text: str
@@ -66,6 +70,7 @@ class Proposal:
   proposer: str = ""
   mechanism: str = ""
   error: str = ""
+  call_failed: bool = False
 
   def __post_init__(self):
     if self.kind not in KINDS:
@@ -85,17 +90,42 @@ def failed(error, proposer=""):
   return Proposal(kind="patch", text="", proposer=proposer, error=error)
 
 
-def safe_propose(proposer, context, n):
-  """proposer.propose(context, n)[:n], a failure turned into one failed() Proposal naming the
-  exception, so that the caller records it and goes on. An endpoint that is down for good
-  (openai_client.EndpointUnavailable) is no proposal's failure: it stops the run."""
+def failed_call(error, proposer=""):
+  """The Proposal standing for a call that got no reply (call_failed: logged and counted,
+  never saved as a result, asked again on resume)."""
+  return Proposal(kind="patch", text="", proposer=proposer, error=error, call_failed=True)
+
+
+def safe_propose(proposer, context, n, indices=None):
+  """Proposals number `indices` (default 0..n-1) of proposer for context, one per index.
+
+  A proposer with propose_at(context, indices) is asked for exactly those; any other gets
+  propose(context, n) and the indices are picked from its list (an index it did not reach
+  is a failed call). When the proposer raises, every asked index is a failed_call() naming
+  the exception, so that the caller records the failure and goes on. An endpoint that is
+  down for good (openai_client.EndpointUnavailable) is no proposal's failure: it stops the
+  run.
+  """
+  indices = list(range(n)) if indices is None else list(indices)
+  name = getattr(proposer, "name", "")
   try:
-    return list(proposer.propose(context, n))[:n]
+    if callable(getattr(proposer, "propose_at", None)):
+      proposals = list(proposer.propose_at(context, indices))
+      if len(proposals) != len(indices):
+        raise ValueError(f"propose_at returned {len(proposals)} proposals for "
+                         f"{len(indices)} indices")
+      return proposals
+    proposals = list(proposer.propose(context, n))[:n]
   except openai_client.EndpointUnavailable:
     raise
   except Exception as error:  # pylint: disable=broad-except  # a proposer is untrusted code
-    return [failed(f"The proposer raised {type(error).__name__}: {error}",
-                   getattr(proposer, "name", ""))]
+    return [failed_call(f"The proposer raised {type(error).__name__}: {error}", name)
+            for _ in indices]
+  if indices == list(range(n)):
+    return proposals  # a proposer may return fewer than n: those are all it proposed
+  return [proposals[i] if i < len(proposals) else
+          failed_call(f"The proposer returned {len(proposals)} of {n} proposals.", name)
+          for i in indices]
 
 
 def format_reply(hypothesis, text):

@@ -9,8 +9,12 @@ VACE proposes from the trajectories of the weight-update block that just ran: th
 to the proposer in place of archived episodes, and the incumbent's score in the context is
 their mean. The archive directory holds the incumbent (c0000) and the proposal (c0001), so
 every decision can be read later; calling again with the same directory returns the same
-candidate without asking the proposer again (a resumed run makes the same choice).
+candidate without asking the proposer again (a resumed run makes the same choice). A call that
+got no reply (Proposal.call_failed) is logged and returned as an unsaved "rejected" record
+with reason proposer_error: nothing is archived for it, so calling again asks again.
 """
+from absl import logging
+
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.search import archive as archive_lib
@@ -61,7 +65,8 @@ def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration
           "The proposer returned no proposal.")
       meta = {"proposal": proposal.to_json(), "instruction_version": context.instruction_version,
               "instruction_hash": context.instruction_hash}
-      archive_lib.write_json_atomically(archive.path(PROPOSAL_FILE), meta)
+      if not proposal.call_failed:
+        archive_lib.write_json_atomically(archive.path(PROPOSAL_FILE), meta)
     prepared = candidate_check.prepare_candidate(
         proposal, incumbent.source, domain.allowed_imports, max_lines,
         prompt_only_reference=incumbent.source if prompt_only else None)
@@ -71,6 +76,11 @@ def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration
         instruction_hash=meta["instruction_hash"])
     # "evaluated" marks a runnable candidate here; the caller's gate does the evaluating.
     record.status = "evaluated" if prepared.ok else "rejected"
+    if proposal.call_failed:
+      logging.warning("The proposer call for %s got no reply (%s); nothing is archived, and "
+                      "calling again with the same archive asks again.", archive_dir,
+                      proposal.error)
+      return None, record
     archive.add(record, source=prepared.source, raw_output=proposal.raw_output)
   if record.status != "evaluated":
     return None, record
