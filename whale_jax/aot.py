@@ -26,7 +26,10 @@ parameters, optimizer state, KV cache, temporaries, peak (XLA's memory analysis:
 outputs - aliased + temporaries), what else stays resident (the optimizer state while
 sampling, the reference weights while training), the chip's HBM, headroom, compile time and
 the collectives in the compiled HLO. It exits 1 when a program does not fit, naming the
-cheapest change that would help.
+cheapest change that would help. --sizes_only skips the compile (seconds instead of the
+minutes a large model's compile takes): per program the bytes per chip of its arguments and
+what stays resident, a lower bound on the peak that already rules out a mesh whose weights,
+optimizer state or KV cache alone overflow the chip.
 """
 import dataclasses
 import math
@@ -79,6 +82,7 @@ class Result:
   collectives: dict = dataclasses.field(default_factory=dict)
   error: str = ""
   advice: str = ""
+  compiled: bool = True  # False: --sizes_only, peak_bytes is only the arguments (a lower bound)
 
   @property
   def total_bytes(self):
@@ -101,6 +105,7 @@ class Setup:
   training: dict
   mesh: object
   hbm_bytes: int
+  compile: bool = True  # False: measure the arguments only (--sizes_only), no XLA compile
 
 
 # ---- topology, mesh, model ----------------------------------------------------------------
@@ -185,8 +190,14 @@ def count_collectives(hlo_text):
           if (count := len(re.findall(rf"\b{name}(?:-start)?\(", hlo_text)))}
 
 
-def _compile(result, jitted, *args):
-  """Compiles jitted on args; fills the memory and collective fields of result."""
+def _compile(result, jitted, *args, compile_it=True):
+  """Compiles jitted on args; fills the memory and collective fields of result. Without
+  compile_it only the arguments' bytes per chip are counted (peak_bytes, a lower bound)."""
+  if not compile_it:
+    result.compiled = False
+    result.peak_bytes = per_chip_bytes([leaf for leaf in jax.tree.leaves(args)
+                                        if isinstance(leaf, jax.ShapeDtypeStruct)])
+    return result
   start = time.perf_counter()
   try:
     compiled = jitted.trace(*args).lower().compile()
@@ -261,7 +272,7 @@ def train_program(setup, loss_name, name=None):
   if with_reference and not _grpo_config(setup).offload_reference:
     result.resident_bytes = per_chip_bytes(_reference_params(setup))
   with rules_lib.activate(mesh, rules):
-    return _compile(result, step.jitted, state, batch)
+    return _compile(result, step.jitted, state, batch, compile_it=setup.compile)
 
 
 def _reference_params(setup):
@@ -287,7 +298,7 @@ def reference_program(setup, name="reference"):
   state_bytes = _state_bytes(setup)
   result = Result(name, params_bytes=per_chip_bytes(params), resident_bytes=state_bytes,
                   hbm_bytes=setup.hbm_bytes)
-  return _compile(result, forward.jitted, params, batch)
+  return _compile(result, forward.jitted, params, batch, compile_it=setup.compile)
 
 
 def _state_bytes(setup):
@@ -340,7 +351,8 @@ def sampler_program(setup, which, name=None):
     result.cache_bytes = sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
                              for x in jax.tree.leaves(cache)) // settings["batch_shards"]
     with rules_lib.activate(mesh, rules):
-      return _compile(result, functions.prefill, params, tokens, lengths)
+      return _compile(result, functions.prefill, params, tokens, lengths,
+                      compile_it=setup.compile)
   slot_shardings = rules_lib.shardings(decode.slots_logical_axes(compiled_config, False), mesh,
                                        rules)
   slot_shapes = jax.eval_shape(lambda: decode.init_slots(
@@ -356,7 +368,7 @@ def sampler_program(setup, which, name=None):
   stop_early = jax.ShapeDtypeStruct((), jnp.bool_, sharding=replicated)
   with rules_lib.activate(mesh, rules):
     return _compile(result, functions.decode, params, None, slots, cancel, num_steps,
-                    stop_early, False)
+                    stop_early, False, compile_it=setup.compile)
 
 
 def build_program(setup, program, name=None):
@@ -416,7 +428,7 @@ def advice(setup, result):
 # ---- the whole check ----------------------------------------------------------------------
 
 
-def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None):
+def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None, compile_it=True):
   """[Setup] for the config's solver and, when it trains one, its proposer model."""
   hbm_bytes = hbm_bytes or HBM_BYTES.get(devices[0].device_kind)
   if not hbm_bytes:
@@ -428,14 +440,15 @@ def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None):
   mesh = mesh_lib.make_mesh(devices=devices, **sizes)
   training = config.get("training", {})
   training = training.to_dict() if hasattr(training, "to_dict") else dict(training)
-  out = [Setup("", model_config_from(config.model, preset), training, mesh, hbm_bytes)]
+  out = [Setup("", model_config_from(config.model, preset), training, mesh, hbm_bytes,
+               compile_it)]
   learning = config.get("harness_learning", None)
   if learning is not None and (learning.get("proposer_model") or
                                learning.get("proposer_training")):
     proposer_model = learning.get("proposer_model") or config.model
     proposer_training = dict(learning.get("proposer_training") or training)
     out.append(Setup("proposer_", model_config_from(proposer_model), proposer_training, mesh,
-                     hbm_bytes))
+                     hbm_bytes, compile_it))
   return out
 
 
@@ -467,17 +480,18 @@ def default_programs(config, setup):
 
 
 def check(config, topology_name, mesh_sizes=None, programs=None, preset=None, hbm_bytes=None,
-          devices=None, log=print):
-  """Compiles the programs; returns [(Setup, Result)]."""
+          devices=None, log=print, sizes_only=False):
+  """Compiles the programs (sizes_only: only sizes their arguments); returns
+  [(Setup, Result)]."""
   devices = devices if devices is not None else topology_devices(topology_name)
   results = []
-  for setup in setups(config, devices, mesh_sizes, preset, hbm_bytes):
+  for setup in setups(config, devices, mesh_sizes, preset, hbm_bytes, not sizes_only):
     for program in programs or default_programs(config, setup):
       if program not in PROGRAMS:
         raise ValueError(f"--programs: {program!r} is not one of {PROGRAMS}.")
       if program == "reference" and not _grpo_config(setup).uses_reference:
         continue
-      log(f"compiling {setup.name}{program} ...")
+      log(f"{'sizing' if sizes_only else 'compiling'} {setup.name}{program} ...")
       result = build_program(setup, program, setup.name + program)
       if not result.fits:
         result.advice = advice(setup, result)
@@ -506,12 +520,15 @@ def format_table(setup, results):
   rows = [header]
   for result in results:
     collectives = " ".join(f"{name}:{count}" for name, count in result.collectives.items())
+    bound = "" if result.compiled else ">="  # sizes only: no temporaries counted
     rows.append((result.name, _gib(result.params_bytes), _gib(result.optimizer_bytes),
-                 _gib(result.cache_bytes), _gib(result.temp_bytes),
-                 _gib(result.peak_bytes) if result.peak_bytes else "?",
+                 _gib(result.cache_bytes), _gib(result.temp_bytes) if result.compiled else "?",
+                 bound + _gib(result.peak_bytes) if result.peak_bytes else "?",
                  _gib(result.resident_bytes), _gib(result.hbm_bytes),
-                 "FAILS" if result.error else f"{100 * result.headroom:.0f}%",
-                 f"{result.compile_seconds:.0f}", collectives or "-"))
+                 "FAILS" if result.error else ("<=" if bound else "")
+                 + f"{100 * result.headroom:.0f}%",
+                 f"{result.compile_seconds:.0f}" if result.compiled else "-",
+                 collectives or "-"))
   widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
   lines = [describe(setup) + "  (GiB per chip)"]
   lines += ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
@@ -536,6 +553,9 @@ flags.DEFINE_string("remat", "", "Override config.model.remat (ModelConfig.remat
 flags.DEFINE_string("attention", "", "Override config.model.attention.")
 flags.DEFINE_integer("num_microbatches", 0, "Override config.training.num_microbatches.")
 flags.DEFINE_integer("row_length", 0, "Override config.training.row_length.")
+flags.DEFINE_bool("sizes_only", False, "No XLA compile: per program only the bytes per chip of "
+                  "its arguments (weights, optimizer state, batch, KV cache) and what stays "
+                  "resident, a lower bound on its peak (seconds, not minutes).")
 
 
 def main(argv):
@@ -551,10 +571,12 @@ def main(argv):
       if getattr(FLAGS, name):
         config.training[name] = getattr(FLAGS, name)
   results = check(config, FLAGS.topology, parse_mesh(FLAGS.mesh), FLAGS.programs or None,
-                  FLAGS.model_preset or None, int(FLAGS.hbm_gib * GIB) or None)
+                  FLAGS.model_preset or None, int(FLAGS.hbm_gib * GIB) or None,
+                  sizes_only=FLAGS.sizes_only)
   failed = [result for _, result in results if not result.fits]
-  print(f"\n{len(results) - len(failed)} of {len(results)} programs fit on {FLAGS.topology} "
-        f"with >= {100 * MIN_HEADROOM:.0f}% HBM headroom.")
+  print(f"\n{len(results) - len(failed)} of {len(results)} programs "
+        + ("may fit (arguments only, no temporaries: compile to know)" if FLAGS.sizes_only
+           else "fit") + f" on {FLAGS.topology} with >= {100 * MIN_HEADROOM:.0f}% HBM headroom.")
   for result in failed:
     print(f"  {result.name}: {result.advice or result.error}")
   sys.exit(1 if failed else 0)

@@ -70,6 +70,29 @@ def test_resource_exhausted_compile_is_a_failed_result():
   assert abs(result.temp_bytes / GIB - 157.08) < 0.01
 
 
+def test_sizes_only_counts_the_arguments_without_compiling():
+  """--sizes_only: no XLA compile; the peak's lower bound is the train state plus the batch,
+  and the decode call's KV cache is the hand-computed bytes over the batch shards."""
+  config = aot_tiny_config.get_config()  # 8 samples, 2 micro-batches, rows of 1024
+  results = dict((result.name, result) for _, result in aot.check(
+      config, None, programs=["rsft", "decode"], devices=jax.devices()[:4],
+      hbm_bytes=16 * GIB, log=lambda line: None, sizes_only=True))
+  rsft, decode = results["rsft"], results["decode"]
+  assert not rsft.compiled and rsft.compile_seconds == 0 and not rsft.collectives
+  # 8 rows (8 = 4 batch devices x 2 micro-batches) x 1024 positions x 4 keys x 4 bytes,
+  # over the 4 batch shards; + the step counter
+  batch_bytes = 8 * 1024 * 4 * 4 // 4
+  assert abs(rsft.peak_bytes - rsft.params_bytes - rsft.optimizer_bytes - batch_bytes) <= 16
+  # 2 layers x (key, value) x 8 slots x 1024 positions x 2 KV heads x 128 x bfloat16,
+  # slots over the 4 batch shards; + each slot's length
+  cache_bytes = 2 * 2 * 8 * 1024 * 2 * 128 * 2 // 4
+  assert 0 <= decode.cache_bytes - cache_bytes <= 64
+  assert decode.peak_bytes >= decode.params_bytes + decode.cache_bytes
+  assert decode.resident_bytes == rsft.optimizer_bytes  # the optimizer state waits on chip
+  table = aot.format_table(aot.setups(config, jax.devices()[:4], hbm_bytes=GIB)[0], [rsft])
+  assert ">=" in table and "<=" in table  # a lower bound on the peak, an upper on headroom
+
+
 def _run_aot(*args):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   env.pop("XLA_FLAGS", None)
