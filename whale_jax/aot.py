@@ -415,9 +415,14 @@ def advice(setup, result):
             f"{training.get('row_length', 1024) // 2}.")
   settings = _sampler_settings(setup)
   if result.name.endswith("decode") and settings["max_slots"] > settings["batch_shards"]:
-    return (f"{need}: lower config.training.sampler.max_slots to "
-            f"{max(settings['max_slots'] // 2, settings['batch_shards'])} (smaller decode "
-            "batch, a smaller KV cache).")
+    slots = max(settings["max_slots"] // 2, settings["batch_shards"])
+    if result.cache_bytes > over:  # the KV cache scales with the slots: the most that fit
+      fitting = settings["max_slots"] * (1 - over / result.cache_bytes)
+      slots = max(int(fitting) // settings["batch_shards"] * settings["batch_shards"],
+                  settings["batch_shards"])
+    return (f"{need}: lower config.training.sampler.max_slots to {slots} (smaller decode "
+            f"batch, a smaller KV cache; or max_cache_length below {settings['cache_length']})"
+            ".")
   if result.name.endswith("prefill") and settings["max_prefill_tokens"] > 1024:
     return (f"{need}: lower config.training.sampler.max_prefill_tokens to "
             f"{settings['max_prefill_tokens'] // 2}.")

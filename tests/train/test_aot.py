@@ -48,6 +48,13 @@ def test_advice_names_the_cheapest_fix_in_order():
   assert "row_length to 512" in aot.advice(setup, _over("rsft", setup, temp_gib=40))
   decode = _over("decode", setup, temp_gib=40)
   assert "config.training.sampler.max_slots to 4" in aot.advice(setup, decode)
+  # A KV cache 40 GiB at 64 slots beside 1 GiB of weights: 20 slots (12.5 + 1 GiB) keep 10% of
+  # 16 GiB free, 24 (15 + 1 GiB) would not; slots come in multiples of the 4 batch shards.
+  config.training.sampler.max_slots = 64
+  setup = _setup(config, dict(data=2, fsdp=2, tensor=1))
+  decode = aot.Result("decode", params_bytes=GIB, cache_bytes=40 * GIB, peak_bytes=41 * GIB,
+                      hbm_bytes=setup.hbm_bytes)
+  assert "config.training.sampler.max_slots to 20 " in aot.advice(setup, decode)
 
 
 def test_default_programs_follow_the_recipe():
