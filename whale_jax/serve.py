@@ -20,6 +20,8 @@ top_logprobs 0), stream (+ stream_options.include_usage), ignore_eos, return_tok
 (adds token_ids and prompt_token_ids to each choice), user; presence_penalty and
 frequency_penalty only 0, logit_bias only empty, echo only false, best_of only 1 or n.
 Chat also takes tools (function schemas, rendered into the prompt; no tool-call parsing).
+Both take guided_choice (a list of strings, as vLLM takes it through the openai client's
+extra_body): the reply is the choice with the highest total log-probability under the model.
 Anything else, and any value out of range, is a 400 whose message and "param" name the field.
 
 Semantics, where they differ from the OpenAI API:
@@ -33,6 +35,11 @@ Semantics, where they differ from the OpenAI API:
     tokens and logprobs keep the token that completed it.
   - Streaming speaks the SSE protocol (one chunk per token, then usage, then [DONE]), but the
     engine hands back whole completions, so the first chunk comes when the sample is done.
+  - guided_choice is exact, not sampled: each choice's tokens (tokenizer.encode(choice), no
+    end-of-sequence token) are scored after the prompt with the model's own distribution
+    (temperature 1, whatever the request's temperature), the highest sum wins (ties: the
+    earlier choice), finish_reason is "stop". Sampling fields are validated but do not change
+    the answer; n must be 1; logprobs are the chosen choice's per-token ones.
 Requests beyond --max_pending_requests (prompts in the engine or waiting for it) get a 429
 with Retry-After; the client retries.
 """
@@ -57,10 +64,11 @@ EMBEDDED_SOLVER = os.path.join(os.path.dirname(__file__), "assets", "demo_solver
 COMMON_FIELDS = ("model", "max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed",
                  "logprobs", "stream", "stream_options", "ignore_eos", "return_token_ids",
                  "user", "presence_penalty", "frequency_penalty", "logit_bias", "best_of")
-COMPLETION_FIELDS = COMMON_FIELDS + ("prompt", "echo", "suffix")
+COMPLETION_FIELDS = COMMON_FIELDS + ("prompt", "echo", "suffix", "guided_choice")
 CHAT_FIELDS = COMMON_FIELDS + ("messages", "max_completion_tokens", "top_logprobs", "tools",
-                               "tool_choice")
+                               "tool_choice", "guided_choice")
 MAX_STOP_STRINGS = 16
+MAX_GUIDED_CHOICES = 64
 
 
 class RequestError(Exception):
@@ -152,7 +160,9 @@ class Server:
     self._lock = threading.Lock()
     self.pending = 0
     self.counts = {"served_requests": 0, "rejected_requests": 0, "busy_rejections": 0,
-                   "prompt_tokens": 0, "completion_tokens": 0}
+                   "prompt_tokens": 0, "completion_tokens": 0, "guided_choice_requests": 0}
+    self._score_lock = threading.Lock()
+    self._score_fn = None
 
   def health(self):
     with self._lock:
@@ -247,6 +257,54 @@ class Server:
                           top_p=float(top_p), top_k=max(int(top_k), 0), seed=int(seed), n=n,
                           ignore_eos=ignore_eos, stop=tuple(stop))
 
+  def _score_rows(self, rows):
+    """Per-token log-probabilities [len(rows), bucket] of token rows under the model
+    (train.logprobs.token_logprobs: entry t is log p(row[t] | row[:t]), temperature 1)."""
+    import jax  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from whale_jax.train import logprobs as logprobs_lib  # pylint: disable=import-outside-toplevel
+    length = 32
+    while length < max(len(row) for row in rows):
+      length *= 2
+    count = 1
+    while count < len(rows):
+      count *= 2
+    tokens = np.zeros((count, length), np.int32)
+    segment_ids = np.zeros((count, length), np.int32)
+    for r, row in enumerate(rows):
+      tokens[r, :len(row)] = row
+      segment_ids[r, :len(row)] = 1
+    batch = {"tokens": tokens, "segment_ids": segment_ids,
+             "positions": np.broadcast_to(np.arange(length, dtype=np.int32), tokens.shape)}
+    with self._score_lock:  # one compile per (rows, length) bucket
+      if self._score_fn is None:
+        config = self.sampler.config
+        self._score_fn = jax.jit(
+            lambda params, batch: logprobs_lib.token_logprobs(params, config, batch))
+      return np.asarray(self._score_fn(self.sampler.params, batch))[:len(rows)]
+
+  def choose(self, prompt, choice_ids):
+    """(index of the best choice, its per-token logprobs, every choice's total)."""
+    scores = self._score_rows([list(prompt) + list(ids) for ids in choice_ids])
+    per_token = [[float(scores[r, len(prompt) + j]) for j in range(len(ids))]
+                 for r, ids in enumerate(choice_ids)]
+    totals = [sum(values) for values in per_token]
+    best = max(range(len(totals)), key=lambda r: (totals[r], -r))
+    return best, per_token[best], totals
+
+  async def guided(self, prompt, choices, choice_ids):
+    """The Completion of the best choice after prompt (see the module docstring)."""
+    from whale_jax.sampling import api  # pylint: disable=import-outside-toplevel
+    self._reserve(1)
+    try:
+      best, logprobs, _ = await asyncio.to_thread(self.choose, prompt, choice_ids)
+    finally:
+      self._release(1)
+    self.count("guided_choice_requests")
+    return api.Completion(token_ids=list(choice_ids[best]), logprobs=logprobs,
+                          text=choices[best], finish_reason="stop",
+                          prompt_token_ids=list(prompt), stop_reason=None)
+
   async def generate(self, prompts, params):
     """The Completions of each prompt (params.n each, prompt-major); prompt r has key r."""
     self._reserve(len(prompts))
@@ -315,6 +373,34 @@ def _messages(body):
   except ValueError as error:
     raise RequestError(400, str(error), "messages") from None
   return plain
+
+
+def _guided_choice(body, tokenizer, prompt_lengths, max_context, params):
+  """(choices, their token ids) of a body's guided_choice, or None when it has none."""
+  choices = body.get("guided_choice")
+  if choices is None:
+    return None
+  if not (isinstance(choices, list) and 1 <= len(choices) <= MAX_GUIDED_CHOICES and
+          all(isinstance(c, str) and c for c in choices)):
+    raise _bad("guided_choice", f"a list of 1 to {MAX_GUIDED_CHOICES} non-empty strings",
+               choices)
+  if len(set(choices)) != len(choices):
+    raise _bad("guided_choice", "a list of distinct strings", choices)
+  if params.n != 1:
+    raise RequestError(400, f"'n'={params.n} with 'guided_choice': the choice is exact, so "
+                       "ask for n=1.", "n")
+  if len(prompt_lengths) != 1:
+    raise RequestError(400, "'guided_choice' takes one prompt; send one request per prompt.",
+                       "prompt")
+  choice_ids = [tokenizer.encode(c) for c in choices]
+  for choice, ids in zip(choices, choice_ids):
+    if not ids:
+      raise _bad("guided_choice", "strings that each encode to at least one token", choice)
+    if prompt_lengths[0] + len(ids) > max_context:
+      raise RequestError(400, f"'guided_choice' {choice!r} ({len(ids)} tokens) after the "
+                         f"{prompt_lengths[0]}-token prompt exceeds this server's context "
+                         f"of {max_context} tokens.", "guided_choice")
+  return choices, choice_ids
 
 
 def _check_fields(body, allowed):
@@ -388,7 +474,12 @@ async def completions(server, body):
                   "0 or 1 (only the sampled token's log-probability is available)")
   _get(body, "echo", False, lambda v: v is False, "false (echo is not supported)")
   _get(body, "suffix", None, lambda v: False, "null (suffix is not supported)")
-  completions_list = await server.generate(prompts, params)
+  guided = _guided_choice(body, server.tokenizer, [len(p) for p in prompts],
+                          server.max_context, params)
+  if guided is not None:
+    completions_list = [await server.guided(prompts[0], *guided)]
+  else:
+    completions_list = await server.generate(prompts, params)
   choices = []
   for index, completion in enumerate(completions_list):
     choice = {"index": index, "text": _text(completion),
@@ -419,7 +510,11 @@ async def chat_completions(server, body):
   logprobs = _get(body, "logprobs", False, lambda v: isinstance(v, bool), "true or false")
   _get(body, "top_logprobs", 0, lambda v: v == 0,
        "0 (only the sampled token's log-probability is available)")
-  completions_list = await server.generate([prompt], params)
+  guided = _guided_choice(body, server.tokenizer, [len(prompt)], server.max_context, params)
+  if guided is not None:
+    completions_list = [await server.guided(prompt, *guided)]
+  else:
+    completions_list = await server.generate([prompt], params)
   choices = []
   for index, completion in enumerate(completions_list):
     choice = {"index": index, "message": {"role": "assistant", "content": _text(completion)},

@@ -246,6 +246,13 @@ CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_to
     ("chat/completions", {"stream": "yes"}, "stream"),
     ("chat/completions", {"top_logprobs": 3}, "top_logprobs"),
     ("chat/completions", {"max_completion_tokens": 0}, "max_completion_tokens"),
+    ("chat/completions", {"guided_choice": "yes"}, "guided_choice"),
+    ("chat/completions", {"guided_choice": []}, "guided_choice"),
+    ("chat/completions", {"guided_choice": ["yes", "yes"]}, "guided_choice"),
+    ("completions", {"guided_choice": ["yes", 3]}, "guided_choice"),
+    ("completions", {"guided_choice": ["yes", "no"], "n": 2}, "n"),
+    ("completions", {"guided_choice": ["yes", "no"], "prompt": ["a", "b"]}, "prompt"),
+    ("completions", {"guided_choice": ["yes " * CONTEXT]}, "guided_choice"),
 ])
 def test_malformed_requests_get_400_naming_the_field(server_url, endpoint, changes, field):
   base = COMPLETION if endpoint == "completions" else CHAT
@@ -290,7 +297,74 @@ def test_queue_overflow_gets_429_and_the_queued_requests_finish(server_url, clie
   assert httpx.post(server_url + "/completions", json=COMPLETION, timeout=60).status_code == 200
 
 
-def test_the_project_client_and_judge_talk_to_the_server(server_url, reference):
+@pytest.fixture(scope="module")
+def hf_model():
+  """The same checkpoint in transformers (PyTorch, float32): the independent reference."""
+  import torch  # pylint: disable=import-outside-toplevel
+  import transformers  # pylint: disable=import-outside-toplevel
+  model = transformers.AutoModelForCausalLM.from_pretrained(serve.EMBEDDED_SOLVER,
+                                                            dtype=torch.float32)
+  return model.eval()
+
+
+def hf_choice_logprobs(model, prompt_ids, choice_ids):
+  """Per-token log-probabilities of each choice's tokens after the prompt, by transformers."""
+  import torch  # pylint: disable=import-outside-toplevel
+  rows = []
+  for ids in choice_ids:
+    with torch.no_grad():
+      logits = model(torch.tensor([list(prompt_ids) + list(ids)])).logits[0]
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    rows.append([float(logp[len(prompt_ids) + j - 1, token]) for j, token in enumerate(ids)])
+  return rows
+
+
+CHOICES = ["CORRECT", "INCORRECT", "Vokzag", "the founder", "yes", "no"]
+
+
+def _argmax_with_margin(rows):
+  totals = [sum(row) for row in rows]
+  order = np.argsort(totals)[::-1]
+  assert totals[order[0]] - totals[order[1]] > 1e-3, totals   # a clear winner to compare
+  return int(order[0])
+
+
+def test_guided_choice_is_the_argmax_of_the_choices_logprobs(client, server_url, reference,
+                                                             hf_model):
+  _, tokenizer = reference
+  choice_ids = [tokenizer.encode(choice) for choice in CHOICES]
+  answers = []
+  for text in PROMPTS:
+    messages = [{"role": "user", "content": text}]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    rows = hf_choice_logprobs(hf_model, prompt, choice_ids)
+    best = _argmax_with_margin(rows)
+    reply = client.chat.completions.create(
+        model=MODEL, messages=messages, temperature=0.8, max_tokens=16, logprobs=True,
+        extra_body={"guided_choice": CHOICES})
+    choice = reply.choices[0]
+    assert choice.message.content == CHOICES[best] and choice.finish_reason == "stop"
+    assert _max_logprob_difference([e.logprob for e in choice.logprobs.content],
+                                   rows[best]) < 1e-4
+    assert reply.usage.completion_tokens == len(choice_ids[best])
+    # The order of the choices does not matter.
+    reversed_reply = client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=16, extra_body={"guided_choice":
+                                                                   CHOICES[::-1]})
+    assert reversed_reply.choices[0].message.content == CHOICES[best]
+    # /v1/completions: the raw prompt, encoded as the server encodes it.
+    prompt_ids = tokenizer.encode(text)
+    raw_best = _argmax_with_margin(hf_choice_logprobs(hf_model, prompt_ids, choice_ids))
+    raw = httpx.post(server_url + "/completions", timeout=120, json={
+        "model": MODEL, "prompt": text, "max_tokens": 16, "guided_choice": CHOICES}).json()
+    assert raw["choices"][0]["text"] == CHOICES[raw_best]
+    answers += [best, raw_best]
+  health = httpx.get(server_url.removesuffix("/v1") + "/health").json()
+  assert health["guided_choice_requests"] >= 3 * len(PROMPTS)
+  print("guided choices picked:", [CHOICES[a] for a in answers])
+
+
+def test_the_project_client_and_judge_talk_to_the_server(server_url, reference, hf_model):
   sampler, tokenizer = reference
   client = openai_client.OpenAICompatibleClient(server_url, MODEL, api_key_env=None,
                                                 timeout_seconds=120)
@@ -302,10 +376,25 @@ def test_the_project_client_and_judge_talk_to_the_server(server_url, reference):
   assert reply.completion_tokens == len(expected.token_ids)
   with pytest.raises(openai_client.ChatError, match="HTTP 400.*context is 2048 tokens"):
     client.chat([{"role": "user", "content": "word " * 3000}], max_tokens=4)
-  # The tiny solver is no judge: its replies are not one word, so after three malformed
-  # replies the verdict falls back to exact match, each reply recorded.
-  llm_judge = judge.openai_judge(server_url, MODEL, backoff_seconds=0.0)
-  verdict = llm_judge("Who wrote Hamlet?", ["Shakespeare"], "shakespeare")
+  # The tiny solver is no judge: in free text its replies are not one word, so after three
+  # malformed replies the verdict falls back to exact match, each reply recorded.
+  free = judge.openai_judge(server_url, MODEL, backoff_seconds=0.0, guided_choice=False)
+  verdict = free("Who wrote Hamlet?", ["Shakespeare"], "shakespeare")
   assert verdict.attempts == 3 and len(verdict.errors) == 3
   assert (verdict.score, verdict.source) == (1.0, "exact_match_fallback")
   assert all(error.startswith("malformed reply") for error in verdict.errors)
+  assert free.counts.to_json()["unparsable"] == 3
+  # With guided_choice (the default) it answers one of the two words: the one the model
+  # scores higher (transformers' log-probabilities of each after the chat prompt).
+  guided = judge.openai_judge(server_url, MODEL, backoff_seconds=0.0)
+  for prediction in ("shakespeare", "Marlowe"):
+    verdict = guided("Who wrote Hamlet?", ["Shakespeare"], prediction)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": judge.judge_prompt("Who wrote Hamlet?", ["Shakespeare"],
+                                                        prediction)}],
+        add_generation_prompt=True)
+    best = _argmax_with_margin(hf_choice_logprobs(
+        hf_model, prompt, [tokenizer.encode(word) for word in judge.JUDGE_CHOICES]))
+    assert (verdict.source, verdict.attempts) == ("judge", 1)
+    assert verdict.score == float(judge.JUDGE_CHOICES[best] == "CORRECT")
+  assert guided.counts.to_json()["parsed"] == 2

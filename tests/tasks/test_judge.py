@@ -199,3 +199,35 @@ def test_one_failed_call_falls_back_per_verdict_and_is_not_remembered():
   assert (fallback.score, fallback.source, fallback.attempts) == (1.0, "exact_match_fallback", 3)
   assert (again.score, again.source) == (0.0, "judge")
   assert len(endpoint.bodies) == 4
+
+
+def test_counts_tell_parsed_verdicts_from_fallbacks_and_failed_calls():
+  # Over a real HTTP endpoint: a parsed verdict; then a 500 (every client retry), two
+  # unparsable replies and the exact-match fallback; then no answer (no call).
+  endpoint = JudgeEndpoint([(200, "CORRECT"), (500, ""), (500, ""), (200, "maybe"),
+                            (200, "so-so")])
+  try:
+    llm_judge = judge.openai_judge(endpoint.url, "judge", backoff_seconds=0.0, max_retries=1,
+                                   max_consecutive_failures=5)
+    verdicts = [llm_judge(QUESTION, GOLD, "the Bard"), llm_judge(QUESTION, GOLD, "Marlowe"),
+                llm_judge(QUESTION, GOLD, None)]
+  finally:
+    endpoint.close()
+  assert [v.source for v in verdicts] == ["judge", "exact_match_fallback", "no_answer"]
+  assert llm_judge.counts.to_json() == {
+      "calls": 4, "parsed": 1, "unparsable": 2, "failed_calls": 1, "verdicts_judge": 1,
+      "verdicts_exact_match_fallback": 1, "verdicts_no_answer": 1}
+  # guided_choice (the default) rides on every request; the prompt's two words.
+  assert [body["guided_choice"] for body in endpoint.bodies] == [["CORRECT", "INCORRECT"]] * 5
+
+
+def test_guided_choice_can_be_turned_off_and_is_checked():
+  endpoint = JudgeEndpoint([(200, "INCORRECT")])
+  try:
+    llm_judge = judge.openai_judge(endpoint.url, "judge", guided_choice=False)
+    assert llm_judge(QUESTION, GOLD, "Marlowe").source == "judge"
+  finally:
+    endpoint.close()
+  assert "guided_choice" not in endpoint.bodies[0]
+  with pytest.raises(ValueError, match="guided_choice='yes'"):
+    judge.openai_judge(endpoint.url, "judge", guided_choice="yes")

@@ -108,6 +108,20 @@ def test_verifier_modes(verifier, answer, expected):
     assert "Predicted answer: Zorvik, the capital" in asked[0]
 
 
+def test_the_domain_counts_its_judges_verdicts():
+  replies = iter(["CORRECT", "hmm", "INCORRECT"])
+  llm_judge = judge.LLMJudge(lambda prompt: next(replies), max_attempts=2, backoff_seconds=0.0)
+  domain = tasks.get_domain("synthetic_qa", verifier="judge", judge=llm_judge)
+  scores = [domain.verify(INSTANCE, answer, None) for answer in (
+      "<answer>Zorvik</answer>", "<answer>Ulpa</answer>", "no tag at all")]
+  assert scores == [1.0, 0.0, 0.0]
+  assert domain.counters() == {
+      "judge_calls": 3, "judge_parsed": 2, "judge_unparsable": 1, "judge_failed_calls": 0,
+      "judge_verdicts_judge": 2, "judge_verdicts_exact_match_fallback": 0,
+      "judge_verdicts_no_answer": 1}
+  assert tasks.get_domain("synthetic_qa", verifier="exact_match").counters() == {}
+
+
 def test_judge_verifier_needs_a_judge():
   with pytest.raises(ValueError, match="LLMJudge"):
     tasks.get_domain("synthetic_qa", verifier="judge")

@@ -510,7 +510,8 @@ def evaluate_test(run, harness=None, label=""):
   scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
              if isinstance(value, (int, float))}
   run.log.log("evaluation", run.counts.training, test_mean=record["test_mean"],
-              eval_seconds=time.time() - start, label=label, **scalars)
+              eval_seconds=time.time() - start, label=label, **scalars,
+              **domain_counters(run))
   return record
 
 
@@ -543,6 +544,11 @@ def best_test(run):
   return max(evaluations, key=lambda r: (r["test_mean"], -r["rollouts"]))
 
 
+def domain_counters(run):
+  """run.domain.counters() (tasks.Domain), {} for a domain without them."""
+  return dict(getattr(run.domain, "counters", dict)())
+
+
 def summary(run, recipe):
   best = best_test(run)
   final = run.state.evaluations[-1] if run.state.evaluations else None
@@ -556,4 +562,6 @@ def summary(run, recipe):
           "curve": [(r["rollouts"], r["test_mean"]) for r in run.state.evaluations],
           "final_per_task": final["per_task"] if final else {},
           "final_per_subset": final.get("per_subset", {}) if final else {},
+          # e.g. the SearchQA judge's calls, parsed verdicts and fallbacks (this process)
+          "domain_counters": domain_counters(run),
           "gate_decisions": run.state.gate_decisions}

@@ -15,6 +15,9 @@ A Domain is a frozen bundle of plain functions, built by `whale_jax.tasks.get_do
   domain.description               the task description shown to harness proposers
   domain.seed_harness              h0: the source of a `run(task, llm, tools) -> str` program
   domain.allowed_imports           modules a harness of this domain may import
+  domain.counters()                -> {name: int}, what the domain's own services did so far in
+                                      this process (SearchQA: its LLM judge's calls, parsed
+                                      verdicts, fallbacks); {} for most domains
 
 make_episode(domain, instance, sampling) is the harness runtime's Episode for an instance.
 verify scores what the episode did whatever its outcome (answer is None unless it ended "ok");
@@ -77,6 +80,7 @@ class Domain:
     metrics: (instances, trajectories, scores) -> {metric name: float}.
     allowed_imports: modules a candidate harness may import.
     config: the resolved configuration, for the run record.
+    counters: () -> {name: int} (module docstring).
   """
   name: str
   description: str
@@ -87,6 +91,7 @@ class Domain:
   metrics: Callable[..., dict]
   allowed_imports: tuple[str, ...]
   config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  counters: Callable[[], dict] = dict
 
   def __post_init__(self):
     object.__setattr__(self, "splits", functools.cache(self.splits))

@@ -4,7 +4,20 @@ The judge model sees JUDGE_PROMPT (WHALE's "V11" prompt, verbatim) filled with t
 the reference answers and the predicted answer, and must reply with one word. It is asked at
 temperature 0 with at most 256 new tokens. A reply that is neither CORRECT nor INCORRECT, a
 call that raises or that times out, is retried with exponential backoff; when every attempt
-fails the verdict falls back to normalized exact match.
+fails the verdict falls back to normalized exact match (Verdict.source says which).
+
+Constrained choice: with guided_choice (openai_judge's default) every request also carries
+guided_choice=["CORRECT", "INCORRECT"] (JUDGE_CHOICES), the field vLLM and whale_jax.serve
+accept (serve answers with the choice of highest log-probability under the model), so even
+a small judge model answers with one of the prompt's two words. The words are the prompt's
+own, not "yes"/"no": the prompt asks for CORRECT or INCORRECT. Turn it off
+(`config.domain.judge.guided_choice=False`) for an endpoint that rejects unknown fields
+(hosted APIs); free-text replies are parsed the same way.
+
+Counts: every LLMJudge keeps JudgeCounts (judge.counts.to_json()): calls made, calls whose
+reply parsed to a verdict, unparsable replies, failed calls, and verdicts by source (judge,
+exact_match_fallback, no_answer). The SearchQA domain reports them (Domain.counters), and
+runs put them in summary.json ("domain_counters") and the evaluation metrics rows.
 
 The judge is served by anything that turns a prompt into a reply (`complete(prompt) -> str`):
 `backend_completer` wraps any whale_jax LLMBackend (the in-process sampler), and
@@ -24,6 +37,7 @@ joining in WHALE's judge file is not known).
 """
 import dataclasses
 import re
+import threading
 import time
 
 from whale_jax.sampling import openai_client
@@ -57,6 +71,7 @@ JUDGE_PROMPT = (
     "Question: {question} Reference answer(s): {gold} Predicted answer: {prediction} Respond "
     "with exactly one word: CORRECT or INCORRECT.")
 JUDGE_SAMPLING = SamplingParams(max_tokens=256, temperature=0.0)
+JUDGE_CHOICES = ("CORRECT", "INCORRECT")
 _THINKING = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 
@@ -98,6 +113,25 @@ class Verdict:
   errors: tuple[str, ...] = ()
 
 
+class JudgeCounts:
+  """What one judge did, thread-safe (episodes are scored on worker threads)."""
+
+  FIELDS = ("calls", "parsed", "unparsable", "failed_calls", "verdicts_judge",
+            "verdicts_exact_match_fallback", "verdicts_no_answer")
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._counts = dict.fromkeys(self.FIELDS, 0)
+
+  def add(self, name, amount=1):
+    with self._lock:
+      self._counts[name] += amount
+
+  def to_json(self):
+    with self._lock:
+      return dict(self._counts)
+
+
 @dataclasses.dataclass(frozen=True)
 class LLMJudge:
   """Scores a QA prediction with a judge model.
@@ -106,10 +140,12 @@ class LLMJudge:
     complete: prompt -> reply text; may raise (TimeoutError, connection errors).
     max_attempts: calls before falling back to exact match (WHALE: 3).
     backoff_seconds: wait before the second attempt; doubles after each failure.
+    counts: the JudgeCounts of every call and verdict (module docstring).
   """
   complete: object
   max_attempts: int = 3
   backoff_seconds: float = 1.0
+  counts: JudgeCounts = dataclasses.field(default_factory=JudgeCounts, compare=False)
 
   def __post_init__(self):
     if not callable(self.complete):
@@ -122,25 +158,33 @@ class LLMJudge:
   def __call__(self, question, golden_answers, prediction):
     """A Verdict for `prediction` (None when the episode gave no answer)."""
     if prediction is None or not prediction.strip():
+      self.counts.add("verdicts_no_answer")
       return Verdict(0.0, "no_answer", 0)
     prompt = judge_prompt(question, golden_answers, prediction)
     errors = []
     for attempt in range(self.max_attempts):
       if attempt and self.backoff_seconds > 0:
         time.sleep(self.backoff_seconds * 2**(attempt - 1))
+      self.counts.add("calls")
       try:
         reply = self.complete(prompt)
       except openai_client.EndpointUnavailable:
+        self.counts.add("failed_calls")
         raise  # the endpoint is down: stop the run rather than score by exact match
       except Exception as error:  # pylint: disable=broad-except  # one failed call
+        self.counts.add("failed_calls")
         errors.append(f"{type(error).__name__}: {error}")
         continue
       decision = parse_judge_reply(reply)
       if decision is None:
+        self.counts.add("unparsable")
         errors.append(f"malformed reply: {str(reply)[:200]!r}")
         continue
+      self.counts.add("parsed")
+      self.counts.add("verdicts_judge")
       return Verdict(float(decision), "judge", attempt + 1, tuple(errors))
     score = qa_answers.exact_match(prediction, golden_answers)
+    self.counts.add("verdicts_exact_match_fallback")
     return Verdict(score, "exact_match_fallback", self.max_attempts, tuple(errors))
 
 
@@ -172,7 +216,7 @@ def client_completer(client, max_tokens=JUDGE_SAMPLING.max_tokens):
 
 def openai_judge(base_url, model, api_key_env=None, timeout_seconds=60.0, max_retries=3,
                  max_consecutive_failures=3, max_attempts=3, backoff_seconds=1.0,
-                 max_tokens=JUDGE_SAMPLING.max_tokens):
+                 max_tokens=JUDGE_SAMPLING.max_tokens, guided_choice=True):
   """An LLMJudge over an OpenAI-compatible endpoint (JUDGE_PROMPT, temperature 0).
 
   Args:
@@ -184,9 +228,15 @@ def openai_judge(base_url, model, api_key_env=None, timeout_seconds=60.0, max_re
     max_attempts, backoff_seconds: the judge's (calls per verdict before the exact-match
       fallback; a malformed reply or a failed call uses one).
     max_tokens: the judge's reply budget (WHALE: 256).
+    guided_choice: send guided_choice=JUDGE_CHOICES with every request (module docstring);
+      False for an endpoint that does not take the field.
   """
+  if not isinstance(guided_choice, bool):
+    raise ValueError(f"guided_choice={guided_choice!r} must be True (constrain the reply to "
+                     f"{' or '.join(JUDGE_CHOICES)}, for vLLM or whale_jax.serve) or False.")
   client = openai_client.OpenAICompatibleClient(
       base_url, model, api_key_env=api_key_env, timeout_seconds=timeout_seconds,
-      max_retries=max_retries, max_consecutive_failures=max_consecutive_failures)
+      max_retries=max_retries, max_consecutive_failures=max_consecutive_failures,
+      extra_body={"guided_choice": list(JUDGE_CHOICES)} if guided_choice else None)
   return LLMJudge(client_completer(client, max_tokens=max_tokens), max_attempts=max_attempts,
                   backoff_seconds=backoff_seconds)

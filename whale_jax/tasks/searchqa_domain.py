@@ -133,11 +133,15 @@ def _qa_domain(name, make_splits, retrieve, verifier, judge, config, seed_harnes
     raise ValueError(f"seed_harness={seed_harness!r}; use 'searchqa' or 'searchqa_compact'.")
   verify = _scorer(verifier, judge)
   search = search_tool(retrieve)
+  counts = getattr(judge, "counts", None) if verifier == "judge" else None
+  counters = dict
+  if counts is not None:  # the LLM judge's calls and verdicts (tasks/judge.JudgeCounts)
+    counters = lambda: {f"judge_{name}": value for name, value in counts.to_json().items()}
   return Domain(
       name=name, description=DESCRIPTION.replace("{verifier}", verifier.replace("_", " ")),
       seed_harness=seed_harnesses.source(seed_harness), splits=make_splits, verify=verify,
       tools=lambda instance: {"search": search}, metrics=qa_metrics,
-      allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config)
+      allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config, counters=counters)
 
 
 def _load_question_files(paths):
