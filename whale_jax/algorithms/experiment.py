@@ -122,6 +122,14 @@ def run(config, workdir, show_progress=True):
                                   {"methods": summaries, "table": table})
     atomic_files.write_text(os.path.join(workdir, "table.md"), table + "\n")
   print(table)
+  first = config.methods[0]
+  changes = run_log.describe_changes(os.path.join(workdir, first))
+  if changes:
+    text = "\n".join([f"\nWhat {first} changed, and when (training rollouts so far):"] +
+                     changes)
+    if jax.process_index() == 0:
+      atomic_files.write_text(os.path.join(workdir, "changes.md"), text + "\n")
+    print(text)
   return {"methods": summaries, "table": table}
 
 

@@ -5,6 +5,7 @@
   workdir/tensorboard/         the same scalars as TensorBoard events (x axis: total rollouts)
   workdir/summary.json         final numbers, rewritten atomically whenever they change
   workdir/best_so_far.png      best-so-far test accuracy against rollouts
+  workdir/changes.md           what a run changed and when (describe_changes; compare runs)
 
 Rollouts are counted per phase: "weight" (RSFT/GRPO sampling), "harness" (harness search and
 validation-gate evaluations) and "evaluation" (test mean@k, never used for any decision).
@@ -130,3 +131,76 @@ def plot_best_so_far(curves, path, title="Best-so-far test accuracy"):
   figure.tight_layout()
   atomic_files.write_with(path, figure.savefig, suffix=".png")
   pyplot.close(figure)
+
+
+def _read_candidates(archive_dir):
+  """{id: candidate.json} of a harness search's archive ({} when it has none)."""
+  candidates = {}
+  path = os.path.join(archive_dir, "summary.jsonl")
+  if os.path.exists(path):
+    with open(path) as f:
+      for line in f:
+        if line.strip():
+          row = json.loads(line)
+          candidates[row["id"]] = row
+  return candidates
+
+
+def _edit_chain(candidates, accepted_id):
+  """The candidates from the incoming harness (excluded) to accepted_id, in order."""
+  chain, current = [], candidates.get(accepted_id)
+  while current is not None and current.get("parent") is not None:
+    chain.append(current)
+    current = candidates.get(current["parent"])
+  return chain[::-1]
+
+
+def describe_changes(workdir):
+  """Lines saying what a run changed and when: its test evaluations, each weight phase (steps,
+  training reward, and its incumbent's harness-split score before and after it where a search
+  measured both) and each harness search (the edits it accepted, with their hypotheses).
+
+  Reads workdir/metrics.jsonl and the search archives (workdir/archive/<label>); the
+  harness-split scores of one harness at two weights are on the same questions and sample
+  keys (meta_harness scores every candidate so), so before/after is a paired comparison."""
+  lines, weight_rows, last_accepted_score = [], [], None
+
+  def flush_weights(after=None):
+    if not weight_rows:
+      return
+    first, last = weight_rows[0], weight_rows[-1]
+    rewards = f"training reward {first.get('reward', 0.0):.3f} -> {last.get('reward', 0.0):.3f}"
+    line = (f"  rollouts {last['rollouts']:>5}: weight phase, {len(weight_rows)} RSFT steps "
+            f"({rewards})")
+    if after is not None:
+      before = "" if last_accepted_score is None else f"{last_accepted_score:.3f} before, "
+      line += f"; the incumbent's harness-split score {before}{after:.3f} after"
+    lines.append(line)
+    weight_rows.clear()
+
+  for row in read_metrics(workdir):
+    if row["phase"] == "weight":
+      weight_rows.append(row)
+    elif row["phase"] == "evaluation":
+      flush_weights()
+      lines.append(f"  rollouts {row['rollouts']:>5}: test mean@k {row['test_mean']:.3f}")
+    elif row["phase"] == "harness" and "accepted" in row:
+      candidates = _read_candidates(os.path.join(workdir, "archive", row["label"]))
+      incoming = candidates.get("c0000", {}).get("success")
+      flush_weights(after=incoming)
+      accepted = candidates.get(row["accepted"], {})
+      chain = _edit_chain(candidates, row["accepted"])
+      line = (f"  rollouts {row['rollouts']:>5}: harness search {row['label']} "
+              f"({row.get('iterations')} iterations)")
+      score = "" if incoming is None else f"split score {incoming:.3f}"
+      if not chain:
+        lines.append(line + f": kept the incoming harness ({score or 'not scored'})")
+      else:
+        lines.append(line + f": {score} -> {accepted.get('success', 0):.3f} with "
+                     f"{len(chain)} accepted edit(s):")
+        for candidate in chain:
+          lines.append(f"      {candidate['id']} {candidate.get('mechanism', '')} "
+                       f"({candidate.get('success', 0):.3f}): {candidate.get('hypothesis', '')}")
+      last_accepted_score = accepted.get("success", incoming)
+  flush_weights()
+  return lines
