@@ -47,6 +47,8 @@ Table 1.
   python -m whale_jax.main --config=configs/vace.py:toolflow,smoke,sia --workdir=/tmp/vs
   python -m whale_jax.main --config=configs/vace.py:docqa,tiny --workdir=/tmp/vt \
       --config.search.base_url=http://127.0.0.1:8123/v1   # paper path (served proposer), CPU
+  python -m whale_jax.main --config=configs/vace.py:toolflow,tiny --workdir=/tmp/vf \
+      --config.search.base_url=http://127.0.0.1:8123/v1   # the same on AutomationBench records
 """
 import ml_collections
 
