@@ -27,19 +27,26 @@ candidates, 5 GRPO updates per candidate) and, but for sia, the same splits:
                 (recipe "ungated").
   rl_only       GRPO under the seed harness for the same number of updates (recipe
                 "weight_only", weight_update="grpo").
-  harness_only  the VACE loop at learning rate 0: each block only collects diagnostic
-                trajectories at W0 under the current harness, then one gated candidate
-                (the paper's harness-only: W0 fixed, gate on).
-  sia           harness search at W0 first, then GRPO with the harness it found fixed
-                (recipe "sia"; one candidate per search iteration). Departures: its harness phase is Meta-Harness search on the
-                harness split, without the validation gate; the paper's splits leave no
-                harness split, so SIA_HARNESS_SPLIT training tasks become one (a guess), its
-                GRPO phase gets the same number of updates over the rest, and its
-                validation and test draws are not the other methods' (same sizes).
+  harness_only  the same gated candidates at W0 with no GRPO step at all (recipe "vace",
+                vace.schedule="harness_only"): each cycle runs one diagnostic batch (a GRPO
+                batch's worth of training tasks, counted as harness rollouts; its size a
+                guess) under the current harness, proposes from it and gates the candidate.
+  sia           SIA-style (recipe "vace", vace.schedule="harness_first"): the harness_only
+                phase first (the same gated candidates at W0), then as many GRPO updates
+                as VACE's blocks hold with the harness it kept fixed, the pair scored on
+                validation after every block of BLOCK_STEPS updates.
   static        the seed pair, evaluated only (recipe "weight_only" with a rollout budget
                 too small for one weight step).
-Departure: the AutomationBench split is drawn from the pooled tasks, not per domain as in
-Table 1.
+Every method reports the pair with the best validation score it saw (the gate's means; for
+rl_only, which never validates, its last pair) and its test mean over 3 evaluations. The
+AutomationBench split is drawn per domain (Table 1: HR 26/15/24, Marketing 27/22/23,
+Finance 27/21/24 train/validation/test); the paper does not say how, so each domain's tasks
+are drawn by a seeded shuffle of their own (a guess; tasks/toolflow_files.split_by_domain).
+The smoke variant splits its generated tasks per domain too (5/2/2 of each); tiny splits
+the pooled file (TINY_SPLITS).
+
+  The methods table (final test mean, gates, GRPO steps, rollouts, behaviour metrics) of runs
+  made with this file: vace.method_table({method: summary}) (whale_jax/algorithms/vace.py).
 
   python -m whale_jax.main --config=configs/vace.py:docqa --workdir=/mnt/whale/vace/officeqa
   python -m whale_jax.main --config=configs/vace.py:toolflow,rl_only --workdir=...
@@ -60,20 +67,37 @@ DOMAINS = {
                   split_sizes={"weight": 84, "harness": 0, "validation": 53, "test": 109}),
     "toolflow": dict(name="toolflow", tasks=["data/automationbench/tasks.jsonl"],
                      domains=("hr", "marketing", "finance"),
-                     split_sizes={"weight": 80, "harness": 0, "validation": 58, "test": 71},
+                     split_sizes_by_domain={   # Table 1, each domain drawn on its own
+                         "hr": {"weight": 26, "harness": 0, "validation": 15, "test": 24},
+                         "marketing": {"weight": 27, "harness": 0, "validation": 22,
+                                       "test": 23},
+                         "finance": {"weight": 27, "harness": 0, "validation": 21,
+                                     "test": 24}},
                      reward="partial", exclude_initially_satisfied=True, unsupported="skip"),
 }
 HARNESS_TRIALS = {"docqa": 12, "toolflow": 32}   # Table 3: harness proposals per run
 BLOCK_STEPS = 5                                  # guess: GRPO steps per block (Table 4)
 PROMPT_BATCH = 32                                # guess: prompts per GRPO step
-SIA_HARNESS_SPLIT = 24                           # guess: training tasks SIA searches on
 METHODS = {"vace": "vace", "whale_style": "ungated", "rl_only": "weight_only",
-           "harness_only": "vace", "sia": "sia", "static": "weight_only"}
+           "harness_only": "vace", "sia": "vace", "static": "weight_only"}
+SCHEDULES = {"harness_only": "harness_only", "sia": "harness_first"}   # config.vace.schedule
+SMOKE_SPLIT_PER_DOMAIN = {"weight": 5, "harness": 0, "validation": 2, "test": 2}
 SMOKE_DOMAINS = {
     "docqa": dict(seed_harness="docqa_compact", num_issues=4),
     "toolflow": dict(seed_harness="toolflow_compact", tasks_per_domain=10,
                      exclude_initially_satisfied=True),
 }
+
+
+def split_totals(domain):
+  """{split: size} of a domain section, summed over split_sizes_by_domain when it has one."""
+  if "split_sizes_by_domain" in domain:
+    totals = {}
+    for sizes in domain["split_sizes_by_domain"].values():
+      for name, size in sizes.items():
+        totals[name] = totals.get(name, 0) + size
+    return totals
+  return dict(domain["split_sizes"])
 
 
 def _rl_epochs(num_updates, prompt_batch, train_size):
@@ -111,7 +135,7 @@ def get_config(arg: str = "docqa"):
                      eval_num_samples=3, eval_interval_rollouts=0, gate_rule="strict",
                      checkpoint_every_steps=BLOCK_STEPS)
   config.vace = dict(num_cycles=HARNESS_TRIALS[domain], block_steps=BLOCK_STEPS)
-  train_size = config.domain.split_sizes["weight"]
+  train_size = split_totals(config.domain)["weight"]
   config.baseline = dict(
       total_weight_epochs=_rl_epochs(HARNESS_TRIALS[domain] * BLOCK_STEPS, PROMPT_BATCH,
                                      train_size),
@@ -128,11 +152,6 @@ def get_config(arg: str = "docqa"):
   if "tiny" in args:
     tiny(config, domain)
   _method(config, method)
-  if method == "sia" and not {"smoke", "tiny"} & args:
-    sizes = config.domain.split_sizes
-    sizes.update(weight=sizes["weight"] - SIA_HARNESS_SPLIT, harness=SIA_HARNESS_SPLIT)
-    config.baseline.total_weight_epochs = _rl_epochs(
-        HARNESS_TRIALS[domain] * BLOCK_STEPS, PROMPT_BATCH, sizes["weight"])
   return config
 
 
@@ -143,12 +162,17 @@ def smoke(config, domain):
   the update."""
   presets.smoke(config)
   config.domain = presets.tiny_domain(domain, **SMOKE_DOMAINS[domain])
+  if domain == "toolflow":   # per domain, as the paper's split
+    del config.domain["split_sizes"]
+    config.domain.domains = DOMAINS["toolflow"]["domains"]
+    config.domain.split_sizes_by_domain = {name: dict(SMOKE_SPLIT_PER_DOMAIN)
+                                           for name in config.domain.domains}
   config.loop.update(search_iterations=3, candidates_per_iteration=1,
                      filter_zero_advantage=False, max_refill_rounds=0, eval_num_samples=1,
                      checkpoint_every_steps=1)
   config.vace = dict(num_cycles=2, block_steps=1)
   config.baseline = dict(total_weight_epochs=_rl_epochs(2, config.loop.prompt_batch,
-                                                        config.domain.split_sizes["weight"]),
+                                                        split_totals(config.domain)["weight"]),
                          search_iterations=3, weight_update="grpo")
   config.search = dict(proposer="edit_library")
   return config
@@ -163,6 +187,8 @@ def tiny(config, domain):
   proposer at presets.TINY_ENDPOINT or --config.search.base_url, the domain's files at the
   paths above (relative to the working directory), the sandbox; 2 cycles of 1-step GRPO
   blocks. Zero-advantage groups are kept (filtering off), as in smoke."""
+  if "split_sizes_by_domain" in config.domain:   # a few tasks: the pooled TINY_SPLITS
+    del config.domain["split_sizes_by_domain"]
   presets.tiny(config, TINY_SPLITS[domain])
   config.loop.update(search_iterations=3, candidates_per_iteration=1,
                      filter_zero_advantage=False, max_refill_rounds=0)
@@ -176,7 +202,7 @@ def tiny(config, domain):
 
 
 def _method(config, method):
-  if method == "harness_only":   # W0 fixed: the GRPO blocks only collect trajectories
-    config.training.optimizer.learning_rate = 0.0
+  if method in SCHEDULES:
+    config.vace.schedule = SCHEDULES[method]
   if method == "static":         # no weight step fits a budget of one rollout
     config.baseline.budget_rollouts = 1

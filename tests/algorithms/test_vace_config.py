@@ -17,6 +17,7 @@ from configs import vace
 from tests.algorithms import tiny
 from whale_jax import tasks
 from whale_jax.algorithms import builders
+from whale_jax.algorithms import vace as algorithms_vace
 from whale_jax.algorithms import config_check
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
@@ -30,8 +31,11 @@ from whale_jax.tokenization import load_tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 METHOD_RECIPES = {"vace": "vace", "whale_style": "ungated", "rl_only": "weight_only",
-                  "harness_only": "vace", "sia": "sia", "static": "weight_only"}
+                  "harness_only": "vace", "sia": "vace", "static": "weight_only"}
+METHOD_SCHEDULES = {"harness_only": "harness_only", "sia": "harness_first"}
 PAPER_SPLITS = {"docqa": (84, 53, 109), "toolflow": (80, 58, 71)}   # SPEC 2.5
+# SPEC 2.5, Table 1: (train, validation, test) per AutomationBench domain.
+PAPER_DOMAIN_SPLITS = {"hr": (26, 15, 24), "marketing": (27, 22, 23), "finance": (27, 21, 24)}
 PAPER_TRIALS = {"docqa": 12, "toolflow": 32}                        # SPEC 2.6, Table 3
 
 
@@ -55,17 +59,21 @@ def test_every_argument_builds_and_passes_the_config_check(tmp_path):
     assert config.recipe == METHOD_RECIPES[method], argument
     assert config.domain.name == domain
     assert config.loop.gate_rule == "strict"
+    if config.recipe == "vace":
+      assert config.vace.get("schedule", "alternate") == METHOD_SCHEDULES.get(method,
+                                                                              "alternate")
+    assert config.training.optimizer.learning_rate > 0
     if "smoke" in words:
       assert config.search.proposer == "edit_library"
       assert config.runtime.allow_weak_sandbox is False
       assert (config.vace.num_cycles, config.vace.block_steps) == (2, 1)
       continue
-    sizes = config.domain.split_sizes
-    train, validation, test = PAPER_SPLITS[domain]
-    harness = vace.SIA_HARNESS_SPLIT if method == "sia" else 0   # SIA searches on a split
-    assert (sizes["weight"] + sizes["harness"], sizes["validation"], sizes["test"]) == (
-        train, validation, test)
-    assert sizes["harness"] == harness
+    sizes = vace.split_totals(config.domain)
+    assert (sizes["weight"], sizes["harness"], sizes["validation"], sizes["test"]) == (
+        PAPER_SPLITS[domain][0], 0) + PAPER_SPLITS[domain][1:]
+    if domain == "toolflow":
+      assert {name: (s["weight"], s["validation"], s["test"]) for name, s in
+              config.domain.split_sizes_by_domain.items()} == PAPER_DOMAIN_SPLITS
     assert config.loop.eval_num_samples == 3 and config.loop.filter_zero_advantage
     assert config.loop.max_refill_rounds >= 1   # DAPO oversampling
     assert config.vace.num_cycles == PAPER_TRIALS[domain]
@@ -82,8 +90,6 @@ def test_paper_model_and_method_specifics():
   assert config.model.path == "checkpoints/Qwen/Qwen3.5-9B"
   assert config.domain.domains == ("hr", "marketing", "finance")
   assert config.domain.exclude_initially_satisfied and config.domain.reward == "partial"
-  assert vace.get_config("docqa,harness_only").training.optimizer.learning_rate == 0.0
-  assert vace.get_config("docqa").training.optimizer.learning_rate > 0
   assert vace.get_config("docqa,static").baseline.budget_rollouts == 1
   assert "budget_rollouts" not in vace.get_config("docqa,rl_only").baseline
 
@@ -207,17 +213,79 @@ def _rows(path):
     return [json.loads(line) for line in file if line.strip()]
 
 
+def _start_smoke(domain_name, method, workdir, log_path):
+  env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+  with open(log_path, "w") as log:   # the child keeps its own copy of the descriptor
+    return subprocess.Popen(
+        [sys.executable, "-m", "whale_jax.main",
+         f"--config=configs/vace.py:{domain_name},smoke,{method}", f"--workdir={workdir}",
+         "--progress=false"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("domain_name", ["docqa", "toolflow"])
-def test_smoke_runs_end_to_end_with_gate_decisions_logged(domain_name, tmp_path):
-  workdir = tmp_path / "run"
-  env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
-  process = subprocess.run(
-      [sys.executable, "-m", "whale_jax.main", f"--config=configs/vace.py:{domain_name},smoke",
-       f"--workdir={workdir}", "--progress=false"], cwd=ROOT, env=env, capture_output=True,
-      text=True, timeout=1800)
-  assert process.returncode == 0, process.stderr[-3000:]
-  check_vace_run(workdir, vace.get_config(f"{domain_name},smoke"))
+def test_smoke_methods_run_end_to_end_with_gate_decisions_logged(domain_name, tmp_path):
+  """Every method of the smoke variant through `python -m whale_jax.main` (three at a time),
+  each run directory checked; the methods table is printed and written to table.md."""
+  methods = list(METHOD_RECIPES)
+  running, summaries = {}, {}
+  while methods or running:
+    while methods and len(running) < 3:
+      method = methods.pop(0)
+      running[method] = _start_smoke(domain_name, method, tmp_path / method,
+                                     tmp_path / f"{method}.log")
+    method, process = next(iter(running.items()))
+    process.wait(timeout=1800)
+    del running[method]
+    assert process.returncode == 0, (method, (tmp_path / f"{method}.log").read_text()[-3000:])
+  for method in METHOD_RECIPES:
+    config = vace.get_config(f"{domain_name},smoke,{method}")
+    summaries[method] = check_method_run(tmp_path / method, config, method)
+  table = algorithms_vace.method_table(summaries)
+  (tmp_path / "table.md").write_text(table + "\n")
+  print(f"\n{domain_name} smoke methods:\n{table}")
+  for method, summary in summaries.items():
+    assert f"| {method} | {summary['final_test_mean']:.3f} |" in table
+
+
+def check_method_run(workdir, config, method):
+  """Checks the run directory of one method; returns its summary."""
+  workdir = pathlib.Path(workdir)
+  summary = json.loads((workdir / "summary.json").read_text())
+  metrics = _rows(workdir / "metrics.jsonl")
+  weight_rows = [r for r in metrics if r["phase"] == "weight"]
+  decisions = (_rows(workdir / "gate_decisions.jsonl")
+               if (workdir / "gate_decisions.jsonl").exists() else [])
+  cycles = config.vace.num_cycles
+  expected_steps = {"vace": cycles * config.vace.block_steps, "whale_style": cycles * config.vace.block_steps,
+                    "rl_only": 2, "harness_only": 0, "sia": cycles * config.vace.block_steps,
+                    "static": 0}[method]
+  assert len(weight_rows) == summary["weight_steps"] == expected_steps, method
+  assert {r["kind"] for r in weight_rows} <= {"grpo"}
+  assert len(decisions) == (cycles if method in ("vace", "harness_only", "sia") else 0)
+  if method in ("harness_only", "sia"):   # gated at the initial weights
+    assert {row["weights_id"] for row in decisions} == {"solver@0"}, method
+  if method == "harness_only":
+    assert summary["counts"]["weight"] == 0
+  if method == "vace":
+    check_vace_run(workdir, config)
+  if method in ("vace", "harness_only", "sia", "whale_style"):
+    # The final test evaluation is of the pair with the best validation mean.
+    chosen = summary["selected_by_validation"]
+    assert chosen["validation_mean"] == max(p["validation_mean"] for p in summary["pairs"])
+    episodes_dir = workdir / "test_trajectories"
+    last = _rows(episodes_dir / sorted(os.listdir(episodes_dir))[-1])
+    assert {(r["weights_id"], r["harness_hash"]) for r in last} == {
+        (chosen["weights_id"], chosen["harness_hash"])}, method
+  behaviour = summary["final_behaviour"]
+  assert behaviour["num_episodes"] == (vace.split_totals(config.domain)["test"] *
+                                       config.loop.eval_num_samples)
+  names = (("documents_opened_per_episode", "tables_opened_per_episode")
+           if config.domain.name == "docqa" else
+           ("tool_call_validity_rate", "all_assertions_passed_rate"))
+  for name in names + ("mean_turns",):
+    assert name in behaviour, (method, name)
+  return summary
 
 
 def check_vace_run(workdir, config):
@@ -229,7 +297,7 @@ def check_vace_run(workdir, config):
   decisions = _rows(workdir / "gate_decisions.jsonl")
   assert len(decisions) == config.vace.num_cycles
   for row in decisions:
-    assert row["n"] == config.domain.split_sizes["validation"]
+    assert row["n"] == vace.split_totals(config.domain)["validation"]
     assert 0.0 <= row["incumbent_mean"] <= 1.0 and 0.0 <= row["candidate_mean"] <= 1.0
     assert row["accepted"] == (row["candidate_mean"] > row["incumbent_mean"])
     assert row["candidate"] != row["incumbent"]
@@ -245,7 +313,7 @@ def check_vace_run(workdir, config):
   assert len(test_rows) >= 2 and all(0.0 <= r["test_mean"] <= 1.0 for r in test_rows)
   summary = json.loads((workdir / "summary.json").read_text())
   assert summary["final_test_mean"] == test_rows[-1]["test_mean"]
-  assert len(summary["final_per_task"]) == config.domain.split_sizes["test"]
+  assert len(summary["final_per_task"]) == vace.split_totals(config.domain)["test"]
   assert [d["accepted"] for d in summary["gate_decisions"]] == [r["accepted"]
                                                                 for r in decisions]
   chosen = summary["selected_by_validation"]

@@ -4,8 +4,10 @@
   harness_only   Meta-Harness search at the initial weights for the whole budget.
   stagewise      all weight steps first, then all harness search (budget split by
                  config.baseline.weight_fraction).
-  sia            harness search first (at the initial weights), then weight steps under the
-                 harness it found (SIA-style).
+  sia            Meta-Harness search first (at the initial weights, ungated), then weight
+                 steps under the harness it found. VACE's gated SIA-style baseline and its
+                 harness-only (gated revisions, no weight step) are vace.py's harness_first
+                 and harness_only schedules.
 FST (prompt-only harness search alternating with weights) is WHALE with whale.prompt_only,
 and ungated alternation (WHALE-style in VACE's paper) is VACE with the gate off; see
 whale.py and vace.py.
@@ -17,7 +19,20 @@ compared to.
 import functools
 
 from whale_jax.algorithms import loop
+from whale_jax.algorithms import run_log
 from whale_jax.algorithms import whale
+
+
+def add_behaviour(run, result):
+  """result with "final_behaviour": the domain's behaviour metrics of the final test
+  evaluation (the behaviour_* values of its metrics row: documents and tables opened,
+  tool-call validity, assertion pass rate by kind, turns, ...), rewritten to summary.json."""
+  rows = [row for row in run_log.read_metrics(run.workdir) if row.get("phase") == "evaluation"]
+  prefix = "behaviour_"
+  result["final_behaviour"] = {name[len(prefix):]: value for name, value in
+                               (rows[-1].items() if rows else ()) if name.startswith(prefix)}
+  run.log.write_summary(result)
+  return result
 
 
 def _step_fn(baseline_config, budget_rollouts=0):
@@ -62,7 +77,7 @@ def _stages(run, stages, recipe):
     loop.maybe_evaluate(run)
     loop.start_phase(run, names[index + 1] if index + 1 < len(names) else "finishing")
     loop.checkpoint(run)
-  return whale.finish(run, recipe)
+  return add_behaviour(run, whale.finish(run, recipe))
 
 
 def run_weight_only(run, baseline_config):

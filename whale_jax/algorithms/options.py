@@ -176,13 +176,17 @@ class WhaleConfig:
 
 @dataclasses.dataclass(frozen=True)
 class VaceConfig:
-  """config.vace keys."""
+  """config.vace keys (schedule: algorithms/vace.py's alternate, harness_only or
+  harness_first)."""
   num_cycles: int = 4
   block_steps: int = 10
   gated: bool = True
   budget_rollouts: int = 0
+  schedule: str = "alternate"
 
   def __post_init__(self):
+    _one_of("config.vace.schedule", self.schedule,
+            ("alternate", "harness_only", "harness_first"))
     _at_least("config.vace.num_cycles", self.num_cycles, 1)
     _at_least("config.vace.block_steps", self.block_steps, 1)
     _at_least("config.vace.budget_rollouts", self.budget_rollouts, 0)

@@ -1,30 +1,53 @@
 """VACE: GRPO blocks alternating with one trajectory-driven harness candidate, gated on
-validation at the updated weights (SPEC 2.2).
+validation at the updated weights (SPEC 2.2), and the paper's gated baselines.
 
-Each cycle: a block of GRPO steps under the incumbent harness; one candidate proposed from
-that block's own trajectories (the proposer sees them instead of archived episodes); the
-candidate replaces the incumbent only if it beats it on the validation split at the updated
-checkpoint (same task ids, same seeds; strict improvement of the mean by default, ties keep
-the incumbent). After the last cycle the (weights, harness) pair with the best validation
-mean is reported, with its test mean@k.
+Schedules (config.vace.schedule):
+  alternate     VACE. Each cycle: a block of GRPO steps under the incumbent harness; one
+                candidate proposed from that block's own trajectories (the proposer sees them
+                instead of archived episodes); the candidate replaces the incumbent only if it
+                beats it on the validation split at the updated checkpoint (same task ids,
+                same seeds; strict improvement of the mean by default, ties keep the
+                incumbent). With gated=False this is the ungated alternation ("WHALE-style"
+                in VACE's paper): every runnable candidate is adopted.
+  harness_only  the same gated revisions at the initial weights, with no GRPO step at all:
+                each cycle runs one diagnostic batch (prompt_batch weight-split tasks x
+                num_samples, counted as harness rollouts) under the incumbent, proposes one
+                candidate from it and gates it.
+  harness_first SIA-style: the harness_only phase (num_cycles gated revisions at W0), then
+                num_cycles blocks of block_steps GRPO steps under the harness it kept, which
+                no longer changes; after each block the pair is scored on validation.
 
-With gated=False this is the ungated alternation baseline ("WHALE-style" in VACE's paper):
-every runnable candidate is adopted.
+Final pair: every cycle (and every RL block of harness_first) records its (weights, harness)
+pair with its validation mean (the gate's mean of the kept harness; one validation evaluation
+when ungated or after an RL block). The reported pair is the one with the best validation
+mean seen (ties: the earliest); its test mean@k (config.loop.eval_num_samples evaluations of
+every test task) is the run's final_test_mean. Weights that later steps would overwrite are
+saved when their pair becomes the best (orbax, workdir/vace_selected, newest only; not when
+the pair is the last one or the schedule never updates weights), and restored before that
+final evaluation; the final checkpoint then holds the selected pair (with the last optimizer
+state). Test evaluations in between only follow config.loop.eval_interval_rollouts.
 
 Departures from the paper: the optimizer proposes with whale_jax's proposers rather than
-HarnessEvolve's agent; validation means of pairs come from the gate evaluations (and one
-validation evaluation per cycle when ungated).
+HarnessEvolve's agent; harness_only's diagnostic batch size is a guess (one GRPO batch).
 """
 import functools
 import json
 import os
 
+import jax
+
 from whale_jax import atomic_files
+from whale_jax.algorithms import baselines
 from whale_jax.algorithms import loop
+from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import whale
+from whale_jax.harness import Harness
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import single_proposal
+from whale_jax.train import checkpoint as checkpoint_lib
+
+SELECTED_DIR = "vace_selected"
 
 
 def _block_directory(run, cycle):
@@ -59,6 +82,17 @@ def _block_episodes(run, cycle):
   return episodes
 
 
+def _diagnostic_episodes(run, harness):
+  """[(Trajectory, score)] of one diagnostic batch under harness at the current weights
+  (harness rollouts; seeded by the cycle, so a replayed cycle runs the same episodes)."""
+  batch = rollouts_lib.collect(run.runtime, run.domain, harness,
+                               loop.next_prompts(run, run.loop.prompt_batch), run.sampling,
+                               run.loop.num_samples, ("diagnostic", run.state.cycle),
+                               run.loop.seed)
+  run.counts.add("harness", batch.num_rollouts, batch.num_generated_tokens)
+  return [(trajectory, score) for _, trajectory, score in batch.flat()]
+
+
 def _validation_mean(run, harness):
   evaluate = loop.make_evaluate(run)
   instances = run.splits["validation"]
@@ -68,21 +102,127 @@ def _validation_mean(run, harness):
   return evaluation.success_rate
 
 
-def run_vace(run, vace_config):
-  """Runs (or resumes) VACE (or the ungated alternation); returns the run summary."""
+# --- the selected pair -------------------------------------------------------------------
+
+def selected_pair(pairs):
+  """The pair with the best validation mean (ties: the earliest), or None."""
+  if not pairs:
+    return None
+  return max(pairs, key=lambda pair: pair["validation_mean"])   # max keeps the first
+
+
+def _selected_manager(run):
+  return checkpoint_lib.make_manager(os.path.join(run.workdir, SELECTED_DIR), max_to_keep=1)
+
+
+def _weights(run):
+  return {"params": run.policy.state["params"], "step": run.policy.state["step"]}
+
+
+def _record_pair(run, validation, label, weights_change_later):
+  """Appends the current (weights, harness) pair to the "pairs" note; when it is the new best,
+  notes its harness and, if later steps will change the weights, saves them."""
+  notes = run.state.notes
+  pairs = notes.setdefault("pairs", [])
+  best = selected_pair(pairs)
+  pair = {"cycle": run.state.cycle, "label": label, "weights_id": run.policy.weights_id,
+          "weight_steps": run.state.weight_steps, "harness_hash": loop.incumbent(run).hash,
+          "validation_mean": validation}
+  pairs.append(pair)
+  if best is not None and validation <= best["validation_mean"]:
+    return
+  selected = {"index": len(pairs) - 1, "harness": run.state.incumbent,
+              "saved_weights_id": notes.get("selected", {}).get("saved_weights_id")}
+  if weights_change_later and selected["saved_weights_id"] != pair["weights_id"]:
+    manager = _selected_manager(run)
+    try:
+      step = len(pairs)   # a replayed cycle finds its own save (same weights) in place
+      if step not in checkpoint_lib.all_steps(manager):
+        checkpoint_lib.save(manager, step, _weights(run), extra={"pair": pair})
+      checkpoint_lib.wait_until_finished(manager)
+    finally:
+      checkpoint_lib.close(manager)
+    selected["saved_weights_id"] = pair["weights_id"]
+  notes["selected"] = selected
+
+
+def _restore_selected(run):
+  """Makes the selected pair current (its weights restored if later steps changed them);
+  returns the pair, or None when no pair was recorded."""
+  notes = run.state.notes
+  pairs = notes.get("pairs") or []
+  if not pairs:
+    return None
+  chosen = pairs[notes["selected"]["index"]]
+  if chosen["weights_id"] != run.policy.weights_id:
+    if notes["selected"]["saved_weights_id"] != chosen["weights_id"]:
+      raise RuntimeError(f"The selected pair's weights {chosen['weights_id']} were not saved "
+                         f"(saved: {notes['selected']['saved_weights_id']}); the run "
+                         f"directory {run.workdir} is inconsistent.")
+    manager = _selected_manager(run)
+    try:
+      abstract = jax.tree.map(
+          lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), _weights(run))
+      weights, extra = checkpoint_lib.restore(manager, abstract)
+    finally:
+      checkpoint_lib.close(manager)
+    if extra["pair"]["weights_id"] != chosen["weights_id"]:
+      raise RuntimeError(f"{run.workdir}/{SELECTED_DIR} holds {extra['pair']['weights_id']}, "
+                         f"not the selected pair's weights {chosen['weights_id']}.")
+    run.policy.set_state({**run.policy.state, **weights})
+  loop.set_incumbent(run, Harness(notes["selected"]["harness"], origin="selected"))
+  return chosen
+
+
+def _finish(run, recipe):
+  chosen = _restore_selected(run)
+  result = whale.finish(run, recipe)   # test mean@k of the selected pair
+  if chosen is not None:
+    result["selected_by_validation"] = chosen
+    result["pairs"] = run.state.notes["pairs"]
+  return baselines.add_behaviour(run, result)
+
+
+# --- the schedules -----------------------------------------------------------------------
+
+def _gated_revision(run, vace_config, episodes, weights_change_later):
+  """One candidate from episodes, gated (or adopted when ungated) at the current weights;
+  records the pair; ends the cycle."""
   state = run.state
-  pairs = state.notes.setdefault("pairs", [])
-  if state.phase == "start":
-    loop.maybe_evaluate(run, force=True)
-    loop.start_phase(run, "weight")
-    loop.checkpoint(run)
-  while state.cycle < vace_config.num_cycles and not state.done:
-    if whale.remaining_rollouts(run, vace_config.budget_rollouts) <= 0:
-      break
+  current = loop.incumbent(run)
+  label = f"vace_cycle_{state.cycle:03d}"
+  archive_dir = os.path.join(run.host_dir, "archive", label)
+  candidate, _ = single_proposal.propose_one(
+      current, loop.bind_proposer(run, archive_dir, loop.make_evaluate(run)), run.domain,
+      archive_dir, episodes=episodes, iteration=state.cycle + 2)
+  loop.count_agent_sessions(run, archive_dir)
+  validation = None
+  if candidate is not None and vace_config.gated:
+    result = loop.gate(run, current, candidate, label)
+    if result.decision.accepted:
+      loop.set_incumbent(run, candidate)
+      validation = result.decision.candidate_mean
+    else:
+      validation = result.decision.incumbent_mean
+  elif candidate is not None:
+    loop.set_incumbent(run, candidate)
+  if validation is None:
+    validation = _validation_mean(run, loop.incumbent(run))
+  state.cycle += 1
+  _record_pair(run, validation, label, weights_change_later)
+
+
+def _over_budget(run, vace_config):
+  return whale.remaining_rollouts(run, vace_config.budget_rollouts) <= 0
+
+
+def _alternate(run, vace_config):
+  state = run.state
+  while state.cycle < vace_config.num_cycles and not _over_budget(run, vace_config):
     if state.phase == "weight":
       stop = None
       if vace_config.budget_rollouts:
-        stop = lambda run: whale.remaining_rollouts(run, vace_config.budget_rollouts) <= 0
+        stop = lambda run: _over_budget(run, vace_config)
       loop.weight_steps(run, loop.incumbent(run), vace_config.block_steps,
                         functools.partial(_grpo_step_recording,
                                           budget_rollouts=vace_config.budget_rollouts),
@@ -90,35 +230,98 @@ def run_vace(run, vace_config):
       loop.start_phase(run, "harness")
       loop.checkpoint(run)
     if state.phase == "harness":
-      current = loop.incumbent(run)
-      label = f"vace_cycle_{state.cycle:03d}"
-      archive_dir = os.path.join(run.host_dir, "archive", label)
-      candidate, _ = single_proposal.propose_one(
-          current, loop.bind_proposer(run, archive_dir, loop.make_evaluate(run)), run.domain,
-          archive_dir, episodes=_block_episodes(run, state.cycle), iteration=state.cycle + 2)
-      loop.count_agent_sessions(run, archive_dir)
-      validation = None
-      if candidate is not None and vace_config.gated:
-        result = loop.gate(run, current, candidate, label)
-        if result.decision.accepted:
-          loop.set_incumbent(run, candidate)
-          validation = result.decision.candidate_mean
-        else:
-          validation = result.decision.incumbent_mean
-      elif candidate is not None:
-        loop.set_incumbent(run, candidate)
-      if validation is None:
-        validation = _validation_mean(run, loop.incumbent(run))
-      state.cycle += 1
-      record = loop.evaluate_test(run, label=label)
-      pairs.append({"cycle": state.cycle, "weights_id": run.policy.weights_id,
-                    "harness_hash": loop.incumbent(run).hash, "validation_mean": validation,
-                    "test_mean": record["test_mean"]})
+      last = state.cycle + 1 == vace_config.num_cycles
+      _gated_revision(run, vace_config, _block_episodes(run, state.cycle),
+                      weights_change_later=not last)
       loop.start_phase(run, "weight")
       loop.checkpoint(run)
-  result = whale.finish(run, "vace" if vace_config.gated else "ungated")
-  if pairs:
-    chosen = max(pairs, key=lambda pair: (pair["validation_mean"], -pair["cycle"]))
-    result["selected_by_validation"] = chosen
-    run.log.write_summary(result)
-  return result
+
+
+def _harness_phase(run, vace_config, weights_change_later):
+  """num_cycles gated revisions at the current weights, each from a diagnostic batch."""
+  state = run.state
+  while (state.phase == "harness" and state.cycle < vace_config.num_cycles and
+         not _over_budget(run, vace_config)):
+    _gated_revision(run, vace_config, _diagnostic_episodes(run, loop.incumbent(run)),
+                    weights_change_later)
+    loop.checkpoint(run)
+
+
+def _rl_phase(run, vace_config):
+  """num_cycles blocks of block_steps GRPO steps under the fixed incumbent, a validation
+  pair after each block (the "rl_blocks" note counts the blocks done)."""
+  state = run.state
+  notes = state.notes
+  fixed = loop.incumbent(run)
+  stop = None
+  if vace_config.budget_rollouts:
+    stop = lambda run: _over_budget(run, vace_config)
+  while notes.get("rl_blocks", 0) < vace_config.num_cycles and not _over_budget(run,
+                                                                              vace_config):
+    block = notes.get("rl_blocks", 0)
+    loop.weight_steps(run, fixed, (block + 1) * vace_config.block_steps,
+                      functools.partial(loop.grpo_step,
+                                        budget_rollouts=vace_config.budget_rollouts),
+                      label=f"RL block {block}", stop=stop)
+    notes["rl_blocks"] = block + 1
+    _record_pair(run, _validation_mean(run, fixed), f"rl_block_{block:03d}",
+                 weights_change_later=block + 1 < vace_config.num_cycles)
+    loop.checkpoint(run)
+
+
+def run_vace(run, vace_config):
+  """Runs (or resumes) the schedule of vace_config; returns the run summary."""
+  state = run.state
+  if state.phase == "start":
+    loop.maybe_evaluate(run, force=True)
+    loop.start_phase(run, "weight" if vace_config.schedule == "alternate" else "harness")
+    loop.checkpoint(run)
+  if vace_config.schedule == "alternate":
+    _alternate(run, vace_config)
+    recipe = "vace" if vace_config.gated else "ungated"
+  else:
+    _harness_phase(run, vace_config,
+                   weights_change_later=vace_config.schedule == "harness_first")
+    if vace_config.schedule == "harness_first":
+      if state.phase == "harness":
+        loop.start_phase(run, "weight")
+        loop.checkpoint(run)
+      _rl_phase(run, vace_config)
+    recipe = f"vace_{vace_config.schedule}"
+  return _finish(run, recipe)
+
+
+# --- the methods table -------------------------------------------------------------------
+
+BEHAVIOUR_COLUMNS = ("mean_turns", "tool_calls_per_episode", "tool_call_validity_rate",
+                     "documents_opened_per_episode", "tables_opened_per_episode",
+                     "source_document_opened_rate", "all_assertions_passed_rate")
+
+
+def method_table(summaries):
+  """A markdown table of {method: run summary} (configs/vace.py's methods): final test mean
+  (the selected pair's), the selected pair's cycle, gates accepted / decided, GRPO steps,
+  rollouts weight / harness / evaluation, and the final test evaluation's behaviour metrics
+  (those of BEHAVIOUR_COLUMNS and every assertion_pass_rate_<kind> any summary has)."""
+  behaviour = [summary.get("final_behaviour") or {} for summary in summaries.values()]
+  names = [name for name in BEHAVIOUR_COLUMNS if any(name in b for b in behaviour)]
+  names += sorted({name for b in behaviour for name in b
+                   if name.startswith("assertion_pass_rate_")})
+  header = (["method", "final test mean", "selected", "gates accepted / total", "GRPO steps",
+             "rollouts w / h / e"] + names)
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for method, summary in summaries.items():
+    counts = summary["counts"]
+    decisions = summary.get("gate_decisions") or []
+    gates = (f"{sum(d['accepted'] for d in decisions)}/{len(decisions)}" if decisions
+             else "–")
+    chosen = summary.get("selected_by_validation")
+    selected = f"{chosen['label']}" if chosen else "last"
+    final = summary["final_test_mean"]
+    row = [method, "–" if final is None else f"{final:.3f}", selected, gates,
+           str(summary["weight_steps"]),
+           f"{counts['weight']} / {counts['harness']} / {counts['evaluation']}"]
+    values = summary.get("final_behaviour") or {}
+    row += [f"{values[name]:.3f}" if name in values else "–" for name in names]
+    lines.append("| " + " | ".join(row) + " |")
+  return "\n".join(lines)

@@ -132,7 +132,7 @@ def toolflow_metrics(instances, trajectories, scores):
 
 def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks_per_domain=48,
                     split_sizes=None, seed=0, reward="partial", exclude_initially_satisfied=False,
-                    unsupported="error", seed_harness="toolflow"):
+                    unsupported="error", seed_harness="toolflow", split_sizes_by_domain=None):
   """Toolflow tasks from AutomationBench files, or generated per domain without files.
 
   Args:
@@ -141,6 +141,8 @@ def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks
     domains: the task domains to keep (files) or to generate (offline: hr, marketing, finance).
     tasks_per_domain: tasks generated per domain offline.
     split_sizes: {split: size}, -1 for the rest (default DEFAULT_SPLIT_SIZES).
+    split_sizes_by_domain: {domain: {split: size}} instead of split_sizes: each domain's
+      tasks split on their own (toolflow_files.split_by_domain; VACE's Table 1 split).
     seed: split seed, and generator seed offline.
     reward: "partial" (fraction of assertions) or "binary" (all of them).
     exclude_initially_satisfied: leave assertions true from the start and at the end out of
@@ -149,6 +151,14 @@ def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks
     seed_harness: "toolflow" (JSON schemas, Qwen tool calls) or "toolflow_compact" (tool names
       and <call> tags, short results, for tiny models).
   """
+  if split_sizes_by_domain is not None:
+    if split_sizes is not None or split_tasks:
+      raise ValueError("toolflow: give split_sizes_by_domain or split_sizes/split_tasks, "
+                       "not both.")
+    split_sizes_by_domain = {d: dict(s) for d, s in dict(split_sizes_by_domain).items()}
+    if set(split_sizes_by_domain) != set(domains):
+      raise ValueError(f"toolflow: split_sizes_by_domain names {sorted(split_sizes_by_domain)}"
+                       f" but domains={tuple(domains)}; name the same domains in both.")
   split_sizes = dict(DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes)
   if seed_harness not in ("toolflow", "toolflow_compact"):
     raise ValueError(f"seed_harness={seed_harness!r}; use 'toolflow' or 'toolflow_compact'.")
@@ -169,15 +179,22 @@ def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks
     if offline:
       pool = [task_instance(task) for domain in domains for task in
               toolflow_generator.generate_tasks(domain, tasks_per_domain, seed)]
+    else:
+      pool = load(tasks)
+    if split_sizes_by_domain is not None:
+      return toolflow_files.split_by_domain(pool, split_sizes_by_domain, seed)
+    if offline:
       return splits_lib.split_instances(pool, split_sizes, seed)
     fixed = {split: load(files) for split, files in (split_tasks or {}).items()}
-    return splits_lib.split_instances(load(tasks), split_sizes, seed, fixed=fixed)
+    return splits_lib.split_instances(pool, split_sizes, seed, fixed=fixed)
 
   config = {"tasks": [os.fspath(p) for p in as_paths(tasks)],
             "split_tasks": {k: [os.fspath(p) for p in as_paths(v)]
                             for k, v in (split_tasks or {}).items()},
             "domains": list(domains), "tasks_per_domain": tasks_per_domain if offline else None,
-            "split_sizes": split_sizes, "seed": seed, "reward": reward,
+            "split_sizes": None if split_sizes_by_domain is not None else split_sizes,
+            "split_sizes_by_domain": split_sizes_by_domain,
+            "seed": seed, "reward": reward,
             "exclude_initially_satisfied": exclude_initially_satisfied,
             "seed_harness": seed_harness}
   return Domain(name="toolflow", description=DESCRIPTION.replace("{reward}", reward),
