@@ -64,7 +64,7 @@ class Observer:
           return evaluation
         state = run.state
         role = "incumbent" if harness.source == state.incumbent else "candidate"
-        key = (state.phase, state.cycle, state.notes.get("rl_blocks", 0), role)
+        key = (state.phase, state.cycle, state.vace.rl_blocks, role)
         self.validation_hashes[run.policy.weights_id] = _params_hash(run)
         score = self.script.get(key, 0.0)
         return dataclasses.replace(evaluation, scores=(score,) * len(evaluation.scores))

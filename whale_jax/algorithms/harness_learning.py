@@ -273,9 +273,10 @@ def _directory(run, *parts):
 
 
 def _notes(run):
-  return run.state.notes.setdefault("harness_learning", {
-      "demonstrations": 0, "carried": {}, "adaptation": {}, "proposer_prompt_tokens": 0,
-      "proposer_completion_tokens": 0})
+  """run.state.harness_learning (a loop.HarnessLearningNotes), made on first use."""
+  if run.state.harness_learning is None:
+    run.state.harness_learning = loop.HarnessLearningNotes()
+  return run.state.harness_learning
 
 
 def _training_context(run, hl_config, proposer, domain, current, diagnostic, scoring,
@@ -330,7 +331,7 @@ def collect_demonstrations(run, hl_config, proposer, teachers, domains):
                 best_score=max((r.score for r in revisions), default=0.0))
   path = _directory(run, DEMONSTRATIONS_FILE)
   atomic_files.write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
-  _notes(run)["demonstrations"] = len(rows)
+  _notes(run).demonstrations = len(rows)
   return rows
 
 
@@ -367,7 +368,7 @@ def sft(run, hl_config, proposer, rows):
 
 def grpo_step(run, hl_config, proposer, domains, step):
   """One GRPO step of the proposer; returns its metrics."""
-  carried = _notes(run)["carried"].setdefault("grpo", {})
+  carried = _notes(run).carried
   contexts = []
   rollouts = 0
   for index in range(hl_config.contexts_per_step):
@@ -406,8 +407,8 @@ def grpo_step(run, hl_config, proposer, domains, step):
   prompt_tokens = sum(len(prompt) for prompt in prompts)
   completion_tokens = sum(len(c.token_ids) for group in completions for c in group)
   notes = _notes(run)
-  notes["proposer_prompt_tokens"] += prompt_tokens
-  notes["proposer_completion_tokens"] += completion_tokens
+  notes.proposer_prompt_tokens += prompt_tokens
+  notes.proposer_completion_tokens += completion_tokens
   metrics = {"grpo_step": step, "reward": float(np.mean(rewards)),
              "score": float(np.mean([r.score for r in flat])),
              "parse_rate": float(np.mean([r.parsed for r in flat])),
@@ -428,19 +429,18 @@ def grpo_step(run, hl_config, proposer, domains, step):
 
 def adapt(run, hl_config, proposer, stage, rule):
   """Test-time adaptation of run.domain's seed harness under one selection rule; returns its
-  record in run.state (current harness, its scoring mean, rounds, test mean)."""
+  loop.AdaptationState in run.state (current harness, its scoring mean, rounds, test mean)."""
   label = f"{stage}_{rule}"
-  state = _notes(run)["adaptation"].setdefault(label, {
-      "round": 0, "current": run.domain.seed_harness, "current_score": None, "report": None,
-      "history": []})
+  state = _notes(run).adaptation.setdefault(
+      label, loop.AdaptationState(current=run.domain.seed_harness))
   rounds, num_candidates = ((hl_config.strict_rounds, 1) if rule == "strict" else
                             (hl_config.best_of_rounds, hl_config.best_of_candidates))
   scoring = run.splits["harness"]
   evaluate = _evaluate(run, run.domain)
   seed = run.loop.seed
   shared = hl_config.adaptation_diagnostic_size == 0
-  while state["round"] < rounds:
-    index = state["round"]
+  while state.round < rounds:
+    index = state.round
     diagnostic = scoring
     if not shared:
       pool = run.splits["validation"]
@@ -449,56 +449,56 @@ def adapt(run, hl_config, proposer, stage, rule):
       diagnostic = [pool[i] for i in order[:hl_config.adaptation_diagnostic_size]]
     directory = _directory(run, f"adapt_{label}", f"round_{index:03d}")
     report = None
-    if shared and state["report"] is not None:
+    if shared and state.report is not None:
       report = revision_lib.archived_evaluation(
-          os.path.join(run.workdir, state["report"][0]), state["report"][1])
+          os.path.join(run.workdir, state.report[0]), state.report[1])
     context, archive, report = revision_lib.revision_context(
-        directory, run.domain, state["current"], diagnostic, evaluate, seed, index + 2,
+        directory, run.domain, state.current, diagnostic, evaluate, seed, index + 2,
         hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind,
         hl_config.rewards, report=report)
     rollouts = report.rollouts
-    if state["current_score"] is None:
+    if state.current_score is None:
       if shared:
-        state["current_score"] = report.success_rate
+        state.current_score = report.success_rate
       else:
         keys = search_evaluation.sample_keys(scoring, seed)
         baseline = search_evaluation.as_evaluation(
-            evaluate(Harness(state["current"]), scoring, keys), scoring, keys)
+            evaluate(Harness(state.current), scoring, keys), scoring, keys)
         rollouts += baseline.rollouts
-        state["current_score"] = baseline.success_rate
+        state.current_score = baseline.success_rate
     prompt, future = _submit(run, proposer, context, num_candidates, ("adapt", label, index))
     completions = future.result()
     revisions, used = revision_lib.judge_replies(
-        [c.text for c in completions], hl_config.kind, state["current"], run.domain, scoring,
+        [c.text for c in completions], hl_config.kind, state.current, run.domain, scoring,
         evaluate, seed, archive, hl_config.rewards,
         [proposer.policy.weights_id] * len(completions))
     run.counts.add("harness", rollouts + used)
-    chosen = revision_lib.select(rule, revisions, state["current_score"])
+    chosen = revision_lib.select(rule, revisions, state.current_score)
     relative = os.path.relpath(directory, run.workdir)
-    previous_score = state["current_score"]
+    previous_score = state.current_score
     if chosen is not None:
-      state["current"], state["current_score"] = chosen.source, chosen.score
-      state["report"] = [relative, chosen.candidate_id]
+      state.current, state.current_score = chosen.source, chosen.score
+      state.report = (relative, chosen.candidate_id)
     else:
-      state["report"] = [relative, "c0000"]
-    state["history"].append({"round": index, "kept": chosen.candidate_id if chosen else None,
-                             "scores": [r.score for r in revisions],
-                             "current_score": state["current_score"]})
+      state.report = (relative, "c0000")
+    state.history.append(loop.AdaptationRound(
+        round=index, kept=chosen.candidate_id if chosen else None,
+        scores=[r.score for r in revisions], current_score=state.current_score))
     completion_tokens = sum(len(c.token_ids) for c in completions)
-    _notes(run)["proposer_prompt_tokens"] += len(prompt)
-    _notes(run)["proposer_completion_tokens"] += completion_tokens
+    _notes(run).proposer_prompt_tokens += len(prompt)
+    _notes(run).proposer_completion_tokens += completion_tokens
     run.log.log("harness", run.counts.training, kind="adaptation", label=label, round=index,
-                previous_score=previous_score, current_score=state["current_score"],
+                previous_score=previous_score, current_score=state.current_score,
                 changed=chosen is not None, candidates=len(revisions),
                 runnable=sum(r.runnable for r in revisions),
                 best_candidate_score=max((r.score for r in revisions), default=0.0),
                 proposer_prompt_tokens=len(prompt), proposer_completion_tokens=completion_tokens)
-    state["round"] += 1
+    state.round += 1
     save(run, proposer)
-  if "test_mean" not in state:
-    harness = Harness(state["current"], origin="adapted")
+  if state.harness_hash is None:  # not yet evaluated
+    harness = Harness(state.current, origin="adapted")
     record = loop.evaluate_test(run, harness, label=f"adapted_{label}")
-    state["test_mean"], state["harness_hash"] = record["test_mean"], harness.hash
+    state.test_mean, state.harness_hash = record["test_mean"], harness.hash
     save(run, proposer)
   return state
 
@@ -566,28 +566,28 @@ def _run_phases(run, hl_config, proposer, domain_section):
 def finish(run, hl_config, proposer):
   """Marks the run done; the incumbent is the harness adapted after the last stage under the
   first selection rule. Returns the summary (with every adaptation's record)."""
-  adaptation = _notes(run)["adaptation"]
+  adaptation = _notes(run).adaptation
   primary = None
   if hl_config.adapt_stages and hl_config.selection_rules:
     last_stage = max(hl_config.adapt_stages, key=STAGES.index)
     primary = f"{last_stage}_{hl_config.selection_rules[0]}"
   if primary in adaptation:
-    loop.set_incumbent(run, Harness(adaptation[primary]["current"]))
+    loop.set_incumbent(run, Harness(adaptation[primary].current))
   run.state.done = True
   run.state.phase = "done"
   save(run, proposer)
   result = loop.summary(run, "harness_learning")
   notes = _notes(run)
   result["adaptation"] = {
-      label: {"test_mean": record.get("test_mean"), "scoring_mean": record["current_score"],
-              "harness_hash": record.get("harness_hash"), "rounds": len(record["history"]),
-              "changes": sum(entry["kept"] is not None for entry in record["history"])}
+      label: {"test_mean": record.test_mean, "scoring_mean": record.current_score,
+              "harness_hash": record.harness_hash, "rounds": len(record.history),
+              "changes": sum(entry.kept is not None for entry in record.history)}
       for label, record in adaptation.items()}
   if primary in adaptation:
-    result["final_test_mean"] = adaptation[primary].get("test_mean")
-  result.update(demonstrations=notes["demonstrations"],
+    result["final_test_mean"] = adaptation[primary].test_mean
+  result.update(demonstrations=notes.demonstrations,
                 proposer_updates=proposer.policy.num_updates,
-                proposer_prompt_tokens=notes["proposer_prompt_tokens"],
-                proposer_completion_tokens=notes["proposer_completion_tokens"])
+                proposer_prompt_tokens=notes.proposer_prompt_tokens,
+                proposer_completion_tokens=notes.proposer_completion_tokens)
   run.log.write_summary(result)
   return result

@@ -35,6 +35,8 @@ import json
 import math
 import os
 import time
+import types
+import typing
 
 from absl import logging
 import jax
@@ -60,10 +62,102 @@ from whale_jax.train import checkpoint as checkpoint_lib
 from whale_jax.train import dapo
 
 
+# --- the loop state: dataclasses all the way down, checkpointed as JSON ------------------
+
+@dataclasses.dataclass
+class GateRecord:
+  """One validation gate's outcome (loop.gate)."""
+  label: str
+  accepted: bool
+  mean_difference: float
+
+
+@dataclasses.dataclass
+class VacePair:
+  """One (weights, harness) pair VACE scored on validation (vace.py): after a cycle (label
+  vace_cycle_NNN) or an RL block (rl_block_NNN)."""
+  cycle: int
+  label: str
+  weights_id: str
+  weight_steps: int
+  harness_hash: str
+  validation_mean: float
+
+  def to_json(self):
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class VaceSelection:
+  """The best-validation pair so far: its index in VaceNotes.pairs, its harness's source and
+  the weights id saved under workdir/vace_selected (None: none saved)."""
+  index: int
+  harness: str
+  saved_weights_id: str | None = None
+
+
+@dataclasses.dataclass
+class VaceNotes:
+  """VACE's own state (vace.py): every pair, the selected one, the RL blocks done."""
+  pairs: list[VacePair] = dataclasses.field(default_factory=list)
+  selected: VaceSelection | None = None
+  rl_blocks: int = 0
+
+
+@dataclasses.dataclass
+class AdaptationRound:
+  """One round of Harness Learning's test-time adaptation: the kept candidate's id (None: the
+  current harness stayed), every candidate's scoring mean and the current harness's after."""
+  round: int
+  kept: str | None
+  scores: list[float]
+  current_score: float | None
+
+
+@dataclasses.dataclass
+class AdaptationState:
+  """Test-time adaptation under one (stage, selection rule) label (harness_learning.adapt).
+
+  Attributes:
+    current: the adapted harness's source; current_score: its scoring mean (None: not yet
+      measured).
+    round: rounds done; history: one AdaptationRound each.
+    report: (archive directory relative to the workdir, candidate id) of the execution report
+      the next round's context reuses; None before the first round.
+    test_mean, harness_hash: the adapted harness's test mean and hash, once evaluated.
+  """
+  current: str
+  current_score: float | None = None
+  round: int = 0
+  history: list[AdaptationRound] = dataclasses.field(default_factory=list)
+  report: tuple[str, str] | None = None
+  test_mean: float | None = None
+  harness_hash: str | None = None
+
+
+@dataclasses.dataclass
+class HarnessLearningNotes:
+  """Harness Learning's own state (harness_learning.py).
+
+  Attributes:
+    demonstrations: demonstration rows collected.
+    carried: {domain name: harness source} carried between the proposer's GRPO steps
+      (multi_step: the best candidate above the baseline).
+    adaptation: {label: AdaptationState}, label "<stage>_<rule>".
+    proposer_prompt_tokens, proposer_completion_tokens: the proposer's tokens so far.
+  """
+  demonstrations: int = 0
+  carried: dict[str, str] = dataclasses.field(default_factory=dict)
+  adaptation: dict[str, AdaptationState] = dataclasses.field(default_factory=dict)
+  proposer_prompt_tokens: int = 0
+  proposer_completion_tokens: int = 0
+
+
 @dataclasses.dataclass
 class LoopState:
   """The loop's own state: everything a resumed run needs besides the train state (it is
-  checkpointed as JSON with it, see checkpoint()).
+  checkpointed as JSON with it, see checkpoint(); from_json rebuilds every dataclass below it
+  and refuses a key its class lacks).
 
   Attributes:
     incumbent: the current harness's source.
@@ -72,14 +166,15 @@ class LoopState:
     weight_steps: weight steps taken in the run; phase_steps: in the current phase.
     cursor: weight-split instances handed out so far (next_prompts).
     next_eval_rollouts: training rollouts at which the next test evaluation is due.
-    evaluations: one record per test evaluation (evaluate_test).
+    evaluations: one record per test evaluation, the dict evaluate_test returns (rollouts,
+      test_mean, weights_id, harness_hash, cycle, label, per_task, per_subset).
     phase_rewards: mean training reward of each weight step of the current phase.
-    gate_decisions: {"label", "accepted", "mean_difference"} per validation gate.
+    gate_decisions: one GateRecord per validation gate.
     metrics_rows: rows of metrics.jsonl when the checkpoint was taken.
     saves: checkpoints taken (the orbax step of the next one is saves + 1).
     done: the recipe finished.
-    notes: the recipe's own JSON state: "pairs" (VACE's (weights, harness) pairs),
-      "harness_learning" (harness_learning.py's phases, adaptation rounds, token counts).
+    vace: VACE's state (VaceNotes; the other recipes leave it empty).
+    harness_learning: Harness Learning's state (None in the other recipes).
   """
   incumbent: str
   cycle: int = 0
@@ -88,26 +183,62 @@ class LoopState:
   phase_steps: int = 0
   cursor: int = 0
   next_eval_rollouts: int = 0
-  evaluations: list = dataclasses.field(default_factory=list)
-  phase_rewards: list = dataclasses.field(default_factory=list)
-  gate_decisions: list = dataclasses.field(default_factory=list)
+  evaluations: list[dict] = dataclasses.field(default_factory=list)
+  phase_rewards: list[float] = dataclasses.field(default_factory=list)
+  gate_decisions: list[GateRecord] = dataclasses.field(default_factory=list)
   metrics_rows: int = 0
   saves: int = 0
   done: bool = False
-  notes: dict = dataclasses.field(default_factory=dict)
+  vace: VaceNotes = dataclasses.field(default_factory=VaceNotes)
+  harness_learning: HarnessLearningNotes | None = None
 
   def to_json(self):
     return dataclasses.asdict(self)
 
   @classmethod
   def from_json(cls, value):
-    """The state a checkpoint holds; a key LoopState lacks is refused."""
-    fields = {field.name for field in dataclasses.fields(cls)}
-    unknown = set(value) - fields
-    if unknown:
-      raise ValueError(f"The checkpoint's loop state has keys {sorted(unknown)} that LoopState "
-                       "lacks; was it written by another version of whale_jax?")
-    return cls(**value)
+    """The state a checkpoint holds, as dataclasses; a key a class lacks is refused."""
+    return _from_json(cls, value, "loop")
+
+
+def _from_json(kind, value, path):
+  """value (parsed JSON) as the annotated type kind: dataclasses, list[T], tuple[T, ...],
+  dict[str, T] and T | None are rebuilt, the rest is taken as it is. path names the value in
+  errors (loop.harness_learning.adaptation['grpo_strict'].round)."""
+  origin, arguments = typing.get_origin(kind), typing.get_args(kind)
+  if dataclasses.is_dataclass(kind):
+    if not isinstance(value, dict):
+      raise ValueError(f"The checkpoint's {path} is {value!r:.80} where a {kind.__name__} "
+                       "object belongs; was it written by another version of whale_jax?")
+    fields = {field.name: field for field in dataclasses.fields(kind)}
+    unknown = sorted(set(value) - set(fields))
+    missing = sorted(name for name, field in fields.items() if name not in value and
+                     field.default is dataclasses.MISSING and
+                     field.default_factory is dataclasses.MISSING)
+    if unknown or missing:
+      problems = ([f"keys {unknown} that {kind.__name__} lacks"] if unknown else []) + (
+          [f"no {missing}"] if missing else [])
+      raise ValueError(
+          f"The checkpoint's {path} has {' and '.join(problems)} (a {kind.__name__} has "
+          f"{sorted(fields)}); it was written by another version of whale_jax: resume it "
+          "with that version, or start over in a new workdir.")
+    hints = typing.get_type_hints(kind)
+    return kind(**{name: _from_json(hints[name], item, f"{path}.{name}")
+                   for name, item in value.items()})
+  if value is None:
+    return None
+  if origin in (types.UnionType, typing.Union):
+    (inner,) = [argument for argument in arguments if argument is not type(None)]
+    return _from_json(inner, value, path)
+  if origin is list:
+    return [_from_json(arguments[0], item, f"{path}[{i}]") for i, item in enumerate(value)]
+  if origin is tuple:
+    return tuple(_from_json(argument, item, f"{path}[{i}]")
+                 for i, (argument, item) in enumerate(zip(arguments, value)))
+  if origin is dict:
+    return {key: _from_json(arguments[1], item, f"{path}[{key!r}]")
+            for key, item in value.items()}
+  return value
 
 
 @dataclasses.dataclass
@@ -461,8 +592,8 @@ def gate(run, current, candidate, label):
       log_path=os.path.join(run.host_dir, "gate_decisions.jsonl"))
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   decision = result.decision
-  run.state.gate_decisions.append({"label": label, "accepted": decision.accepted,
-                                      "mean_difference": decision.mean_difference})
+  run.state.gate_decisions.append(GateRecord(label, decision.accepted,
+                                             decision.mean_difference))
   run.log.log("harness", run.counts.training, label=label, gate_accepted=decision.accepted,
               gate_n=decision.n, gate_mean_difference=decision.mean_difference,
               gate_p_value=decision.p_value if decision.p_value is not None else -1.0,
@@ -564,4 +695,4 @@ def summary(run, recipe):
           "final_per_subset": final.get("per_subset", {}) if final else {},
           # e.g. the SearchQA judge's calls, parsed verdicts and fallbacks (this process)
           "domain_counters": domain_counters(run),
-          "gate_decisions": run.state.gate_decisions}
+          "gate_decisions": [dataclasses.asdict(r) for r in run.state.gate_decisions]}

@@ -108,7 +108,7 @@ def selected_pair(pairs):
   """The pair with the best validation mean (ties: the earliest), or None."""
   if not pairs:
     return None
-  return max(pairs, key=lambda pair: pair["validation_mean"])   # max keeps the first
+  return max(pairs, key=lambda pair: pair.validation_mean)   # max keeps the first
 
 
 def _selected_manager(run):
@@ -120,44 +120,44 @@ def _weights(run):
 
 
 def _record_pair(run, validation, label, weights_change_later):
-  """Appends the current (weights, harness) pair to the "pairs" note; when it is the new best,
-  notes its harness and, if later steps will change the weights, saves them."""
-  notes = run.state.notes
-  pairs = notes.setdefault("pairs", [])
+  """Appends the current (weights, harness) pair to run.state.vace.pairs; when it is the new
+  best, selects it and, if later steps will change the weights, saves them."""
+  notes = run.state.vace
+  pairs = notes.pairs
   best = selected_pair(pairs)
-  pair = {"cycle": run.state.cycle, "label": label, "weights_id": run.policy.weights_id,
-          "weight_steps": run.state.weight_steps, "harness_hash": loop.incumbent(run).hash,
-          "validation_mean": validation}
+  pair = loop.VacePair(cycle=run.state.cycle, label=label, weights_id=run.policy.weights_id,
+                       weight_steps=run.state.weight_steps,
+                       harness_hash=loop.incumbent(run).hash, validation_mean=validation)
   pairs.append(pair)
-  if best is not None and validation <= best["validation_mean"]:
+  if best is not None and validation <= best.validation_mean:
     return
-  selected = {"index": len(pairs) - 1, "harness": run.state.incumbent,
-              "saved_weights_id": notes.get("selected", {}).get("saved_weights_id")}
-  if weights_change_later and selected["saved_weights_id"] != pair["weights_id"]:
+  selected = loop.VaceSelection(
+      index=len(pairs) - 1, harness=run.state.incumbent,
+      saved_weights_id=notes.selected.saved_weights_id if notes.selected else None)
+  if weights_change_later and selected.saved_weights_id != pair.weights_id:
     manager = _selected_manager(run)
     try:
       step = len(pairs)   # a replayed cycle finds its own save (same weights) in place
       if step not in checkpoint_lib.all_steps(manager):
-        checkpoint_lib.save(manager, step, _weights(run), extra={"pair": pair})
+        checkpoint_lib.save(manager, step, _weights(run), extra={"pair": pair.to_json()})
       checkpoint_lib.wait_until_finished(manager)
     finally:
       checkpoint_lib.close(manager)
-    selected["saved_weights_id"] = pair["weights_id"]
-  notes["selected"] = selected
+    selected.saved_weights_id = pair.weights_id
+  notes.selected = selected
 
 
 def _restore_selected(run):
   """Makes the selected pair current (its weights restored if later steps changed them);
   returns the pair, or None when no pair was recorded."""
-  notes = run.state.notes
-  pairs = notes.get("pairs") or []
-  if not pairs:
+  notes = run.state.vace
+  if not notes.pairs:
     return None
-  chosen = pairs[notes["selected"]["index"]]
-  if chosen["weights_id"] != run.policy.weights_id:
-    if notes["selected"]["saved_weights_id"] != chosen["weights_id"]:
-      raise RuntimeError(f"The selected pair's weights {chosen['weights_id']} were not saved "
-                         f"(saved: {notes['selected']['saved_weights_id']}); the run "
+  chosen = notes.pairs[notes.selected.index]
+  if chosen.weights_id != run.policy.weights_id:
+    if notes.selected.saved_weights_id != chosen.weights_id:
+      raise RuntimeError(f"The selected pair's weights {chosen.weights_id} were not saved "
+                         f"(saved: {notes.selected.saved_weights_id}); the run "
                          f"directory {run.workdir} is inconsistent.")
     manager = _selected_manager(run)
     try:
@@ -166,11 +166,11 @@ def _restore_selected(run):
       weights, extra = checkpoint_lib.restore(manager, abstract)
     finally:
       checkpoint_lib.close(manager)
-    if extra["pair"]["weights_id"] != chosen["weights_id"]:
+    if extra["pair"]["weights_id"] != chosen.weights_id:
       raise RuntimeError(f"{run.workdir}/{SELECTED_DIR} holds {extra['pair']['weights_id']}, "
-                         f"not the selected pair's weights {chosen['weights_id']}.")
+                         f"not the selected pair's weights {chosen.weights_id}.")
     run.policy.set_state({**run.policy.state, **weights})
-  loop.set_incumbent(run, Harness(notes["selected"]["harness"], origin="selected"))
+  loop.set_incumbent(run, Harness(notes.selected.harness, origin="selected"))
   return chosen
 
 
@@ -178,8 +178,8 @@ def _finish(run, recipe):
   chosen = _restore_selected(run)
   result = whale.finish(run, recipe)   # test mean@k of the selected pair
   if chosen is not None:
-    result["selected_by_validation"] = chosen
-    result["pairs"] = run.state.notes["pairs"]
+    result["selected_by_validation"] = chosen.to_json()
+    result["pairs"] = [pair.to_json() for pair in run.state.vace.pairs]
   return baselines.add_behaviour(run, result)
 
 
@@ -249,21 +249,20 @@ def _harness_phase(run, vace_config, weights_change_later):
 
 def _rl_phase(run, vace_config):
   """num_cycles blocks of block_steps GRPO steps under the fixed incumbent, a validation
-  pair after each block (the "rl_blocks" note counts the blocks done)."""
+  pair after each block (run.state.vace.rl_blocks counts the blocks done)."""
   state = run.state
-  notes = state.notes
+  notes = state.vace
   fixed = loop.incumbent(run)
   stop = None
   if vace_config.budget_rollouts:
     stop = lambda run: _over_budget(run, vace_config)
-  while notes.get("rl_blocks", 0) < vace_config.num_cycles and not _over_budget(run,
-                                                                              vace_config):
-    block = notes.get("rl_blocks", 0)
+  while notes.rl_blocks < vace_config.num_cycles and not _over_budget(run, vace_config):
+    block = notes.rl_blocks
     loop.weight_steps(run, fixed, (block + 1) * vace_config.block_steps,
                       functools.partial(loop.grpo_step,
                                         budget_rollouts=vace_config.budget_rollouts),
                       label=f"RL block {block}", stop=stop)
-    notes["rl_blocks"] = block + 1
+    notes.rl_blocks = block + 1
     _record_pair(run, _validation_mean(run, fixed), f"rl_block_{block:03d}",
                  weights_change_later=block + 1 < vace_config.num_cycles)
     loop.checkpoint(run)
