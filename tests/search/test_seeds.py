@@ -4,8 +4,10 @@ import hashlib
 import itertools
 import json
 
+import numpy as np
 import pytest
 
+from whale_jax.search import gate
 from whale_jax.search import seeds
 
 
@@ -44,3 +46,17 @@ def test_unknown_purposes_and_parts_are_refused():
     seeds.derive_seed(0, "episodes", 1)
   with pytest.raises(TypeError, match="parts"):
     seeds.derive_seed(0, "episode", 1.5)
+
+
+def test_the_gate_bootstrap_resamples_from_its_own_purpose():
+  """The bootstrap interval, recomputed here from reference_seed(run seed, "gate_bootstrap")."""
+  rng = np.random.default_rng(0)
+  incumbent = rng.integers(0, 2, 60).astype(float)
+  candidate = np.where(rng.random(60) < 0.3, 1.0, incumbent)
+  decision = gate.decide(incumbent, candidate, rule="bootstrap", alpha=0.1, num_bootstrap=500,
+                         seed=5)
+  difference = candidate - incumbent
+  resamples = np.random.default_rng(reference_seed(5, "gate_bootstrap")).integers(
+      0, 60, size=(500, 60))
+  low, high = np.quantile(difference[resamples].mean(axis=1), [0.1, 0.9])
+  assert decision.interval == (float(low), float(high))

@@ -12,7 +12,9 @@
      (whale_jax.tasks.synthetic_qa_teacher); each episode becomes one SFT sample, its last
      prompt and reply, trained on every reply in it (episode_sequences checks that the
      earlier replies appear token for token). They are cached in workdir/teacher_samples.npz.
-  4. SFT from random weights for `steps` optimizer steps. Every eval_every steps the solver
+  4. SFT from random weights for `steps` optimizer steps, step s on samples_per_step teacher
+     samples drawn with seeds.derive_seed(config.warm_start.seed, "warm_start_batch", s) (a
+     restarted run draws what an uninterrupted one would). Every eval_every steps the solver
      is scored with its own sampler on held-out worlds, under the seed harness h0 and under
      the teacher's harness (what it could do with enough turns and passage); rows go to
      metrics.jsonl and the train state to checkpoints/ (a restarted run resumes).
@@ -40,6 +42,7 @@ from whale_jax.models import hf
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import SamplingParams
+from whale_jax.search import seeds as seeds_lib
 from whale_jax.tasks import seed_harnesses
 from whale_jax.tasks import synthetic_qa
 from whale_jax.tasks import synthetic_qa_teacher
@@ -180,12 +183,13 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
                "teacher_harness": synthetic_qa_teacher.teacher_harness_source(
                    warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens)}
   samples = [packing.Sample(tokens, mask) for tokens, mask in zip(sequences, masks)]
-  rng = np.random.default_rng(warm_config.seed)
   progress = tqdm.tqdm(total=warm_config.steps, initial=policy.num_updates, desc="warm start",
                        disable=not show_progress)
   result = {}
   try:
     while policy.num_updates < warm_config.steps:
+      rng = np.random.default_rng(seeds_lib.derive_seed(warm_config.seed, "warm_start_batch",
+                                                        policy.num_updates))
       chunk = [samples[i] for i in rng.choice(len(samples), policy_config.samples_per_step,
                                               replace=False)]
       history = policy.train(chunk, "rsft")

@@ -8,7 +8,8 @@ the same seeds (common random numbers), so per-task scores are paired. Rules:
   "sign_test"  exact one-sided sign test on the discordant tasks (candidate better vs worse):
                accept iff p < alpha and the mean difference is at least min_effect.
   "bootstrap"  paired bootstrap of the mean difference: accept iff its lower (alpha) quantile
-               is above min_effect.
+               is above min_effect. Its resamples are drawn from
+               seeds.derive_seed(seed, "gate_bootstrap"), seed being the run seed.
 
 Every decision is a GateDecision with n, means, difference, interval and p-value, so it can be
 logged as one JSON row.
@@ -17,6 +18,8 @@ import dataclasses
 import math
 
 import numpy as np
+
+from whale_jax.search import seeds as seeds_lib
 
 RULES = ("strict", "sign_test", "bootstrap")
 
@@ -94,7 +97,7 @@ def decide(incumbent_scores, candidate_scores, rule="strict", alpha=0.05, min_ef
               f"(min_effect={min_effect})")
     return GateDecision(accepted=accepted, interval=None, p_value=p_value, reason=reason,
                         **common)
-  rng = np.random.default_rng(seed)
+  rng = np.random.default_rng(seeds_lib.derive_seed(seed, "gate_bootstrap"))
   samples = rng.integers(0, len(difference), size=(num_bootstrap, len(difference)))
   means = difference[samples].mean(axis=1)
   low, high = np.quantile(means, [alpha, 1 - alpha])

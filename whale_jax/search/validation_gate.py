@@ -52,8 +52,9 @@ def gate_candidate(incumbent, candidate, evaluate, instances, weights_id=None, s
     evaluate: (harness, instances, sample_keys) -> Evaluation at the current weights.
     instances: the validation instances (identical for both).
     weights_id: names the weights (default evaluate.weights_id); needed with cache_dir.
-    seed: seeds the per-task sample keys shared by both harnesses.
-    rule, rule_options: gate.decide's rule and its alpha, min_effect, num_bootstrap, seed.
+    seed: the run seed: seeds the per-task sample keys shared by both harnesses and the
+      bootstrap rule's resamples.
+    rule, rule_options: gate.decide's rule and its alpha, min_effect, num_bootstrap.
     log_path: JSONL file the decision row is appended to.
     cache_dir: an evaluation cache directory (e.g. shared with the harness search).
   """
@@ -70,7 +71,8 @@ def gate_candidate(incumbent, candidate, evaluate, instances, weights_id=None, s
   candidate_evaluation = evaluation_lib.as_evaluation(
       evaluate(candidate, instances, keys), instances, keys)
   decision = gate.decide(incumbent_evaluation.score_by_task(),
-                         candidate_evaluation.score_by_task(), rule=rule, **rule_options)
+                         candidate_evaluation.score_by_task(), rule=rule, seed=seed,
+                         **rule_options)
   rollouts = incumbent_evaluation.rollouts + candidate_evaluation.rollouts
   task_ids = [instance.id for instance in instances]
   row = {"incumbent": incumbent.hash, "candidate": candidate.hash, "weights_id": weights_id,
