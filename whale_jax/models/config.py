@@ -387,18 +387,8 @@ class ModelConfig:
     return dict(
         architectures=["Qwen3_5ForCausalLM"],
         model_type="qwen3_5_text",
-        vocab_size=self.vocab_size,
-        num_hidden_layers=self.num_layers,
-        hidden_size=self.embed_dim,
-        intermediate_size=self.mlp_dim,
-        num_attention_heads=self.num_heads,
-        num_key_value_heads=self.num_kv_heads,
-        head_dim=self.head_dim,
-        hidden_act="silu",
+        **self._shared_hf_fields(),
         attention_bias=False,
-        rms_norm_eps=self.rms_norm_eps,
-        tie_word_embeddings=self.tie_embeddings,
-        max_position_embeddings=self.max_position_embeddings,
         rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta,
                          "partial_rotary_factor": self.partial_rotary_factor},
         layer_types=list(self.layer_types),
@@ -407,6 +397,22 @@ class ModelConfig:
         linear_key_head_dim=self.linear_key_head_dim,
         linear_value_head_dim=self.linear_value_head_dim,
         linear_conv_kernel_dim=self.linear_conv_width,
+    )
+
+  def _shared_hf_fields(self) -> dict[str, Any]:
+    """The config.json fields every exported architecture writes alike."""
+    return dict(
+        vocab_size=self.vocab_size,
+        num_hidden_layers=self.num_layers,
+        hidden_size=self.embed_dim,
+        intermediate_size=self.mlp_dim,
+        num_attention_heads=self.num_heads,
+        num_key_value_heads=self.num_kv_heads,
+        head_dim=self.head_dim,
+        hidden_act="silu",
+        rms_norm_eps=self.rms_norm_eps,
+        tie_word_embeddings=self.tie_embeddings,
+        max_position_embeddings=self.max_position_embeddings,
         torch_dtype=self.param_dtype,
         dtype=self.param_dtype,
         bos_token_id=self.bos_token_id,
@@ -425,29 +431,8 @@ class ModelConfig:
                        f"as model_type={self.model_type!r}, which rotates the whole head.")
     architectures = {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM",
                      "llama": "LlamaForCausalLM"}
-    hf = dict(
-        architectures=[architectures[self.model_type]],
-        model_type=self.model_type,
-        vocab_size=self.vocab_size,
-        num_hidden_layers=self.num_layers,
-        hidden_size=self.embed_dim,
-        intermediate_size=self.mlp_dim,
-        num_attention_heads=self.num_heads,
-        num_key_value_heads=self.num_kv_heads,
-        head_dim=self.head_dim,
-        hidden_act="silu",
-        rope_theta=self.rope_theta,
-        rms_norm_eps=self.rms_norm_eps,
-        tie_word_embeddings=self.tie_embeddings,
-        max_position_embeddings=self.max_position_embeddings,
-        torch_dtype=self.param_dtype,
-        dtype=self.param_dtype,
-        bos_token_id=self.bos_token_id,
-        eos_token_id=(list(self.eos_token_ids) if len(self.eos_token_ids) > 1 else
-                      self.eos_token_ids[0] if self.eos_token_ids else None),
-        pad_token_id=self.pad_token_id,
-        use_cache=True,
-    )
+    hf = dict(architectures=[architectures[self.model_type]], model_type=self.model_type,
+              **self._shared_hf_fields(), rope_theta=self.rope_theta)
     rope = {"rope_type": self.rope_type, "rope_theta": self.rope_theta}
     if self.rope_type == "llama3":
       rope.update(factor=self.rope_factor, low_freq_factor=self.rope_low_frequency_factor,
