@@ -5,6 +5,7 @@ relative paths under a directory (the run's working directory), and a served mod
   write_math(root)        DAPO-Math-17k parquet, AIME 2024 / 2025 jsonl
   write_chess(root)       a Lichess puzzle CSV (legal lines from seeded random positions)
   write_docqa(root)       OfficeQA's CSV and a page-level Treasury Bulletin corpus folder
+  write_toolflow(root)    AutomationBench task records (HR, Marketing, Finance) in one jsonl
   served = Served(args)   a `python -m whale_jax.serve` process on 127.0.0.1, any free port
 """
 import csv
@@ -135,6 +136,48 @@ def write_docqa(root, count=10):
     writer = csv.writer(file)
     writer.writerow(["uid", "question", "answer", "difficulty", "source_files"])
     writer.writerows(rows)
+
+
+TOOLFLOW_DOMAINS = ("hr", "marketing", "finance")
+
+
+def write_toolflow(root, per_domain=3):
+  """data/automationbench/tasks.jsonl: AutomationBench records ("<domain>.<task>" name,
+  example_id, prompt, system prompt, declared tools, seeded app state keyed by app, typed
+  assertions), per_domain of each of TOOLFLOW_DOMAINS; each asks for an email to a named
+  person and a tracker row marked done, and forbids mail to a second person."""
+  records = []
+  for domain in TOOLFLOW_DOMAINS:
+    for i in range(per_domain):
+      who, other = f"Ada {domain.title()}{i}", f"Bo {domain.title()}{i}"
+      address = f"ada.{domain}{i}@company.example.com"
+      records.append({
+          "name": f"{domain}.follow_up_{i}", "example_id": 7000 + len(records),
+          "prompt": f"Read the request from {who}, email {address} that the item is "
+                    "approved, and mark their tracker row Done.",
+          "system_prompt": "You are a workflow automation agent.",
+          "tools": ["find_email", "send_email", "sheets_update_row"],
+          "initial_state": {
+              "gmail": {"messages": [
+                  {"id": f"msg_{i}", "thread_id": f"th_{i}", "from_": address,
+                   "to": "ops@company.example.com", "subject": f"Request {i}",
+                   "body_plain": f"Please approve item {i}.", "labels": ["INBOX"]}]},
+              "google_sheets": {"spreadsheets": [
+                  {"id": f"ss_{domain}", "title": "Tracker", "worksheets": [
+                      {"id": "ws_1", "title": "Requests", "columns": ["Name", "Status"],
+                       "rows": [{"row_id": 1, "cells": {"Name": who, "Status": "Open"}},
+                                [other, "Open"]]}]}]},
+          },
+          "assertions": [
+              {"type": "gmail_message_sent_to_with_body_contains", "to": address,
+               "body_contains": "approved"},
+              {"type": "google_sheets_row_updated", "spreadsheet_id": f"ss_{domain}",
+               "row_id": 1, "cell_contains": {"Status": "Done"}},
+              {"type": "gmail_message_not_sent_to",
+               "to": f"bo.{domain}{i}@company.example.com"},
+          ]})
+  _write_jsonl(os.path.join(root, "data/automationbench/tasks.jsonl"), records)
+  return records
 
 
 class Served:

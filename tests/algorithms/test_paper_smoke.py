@@ -53,6 +53,7 @@ def data_dir(tmp_path_factory):
   paper_fixtures.write_math(root)
   paper_fixtures.write_chess(root)
   paper_fixtures.write_docqa(root)
+  paper_fixtures.write_toolflow(root)
   return root
 
 
@@ -93,11 +94,16 @@ def check_proposals(workdir, served_delta):
   return len(candidates) - len(refused), len(refused)
 
 
-def report(name, seconds, served, parsed, refused, verdicts=None):
+def report(name, seconds, served, parsed, refused, verdicts=None, counters=None):
   line = (f"{name}: {seconds:.0f} s, {served} proposer requests served, {parsed} proposals "
           f"parsed, {refused} refused with reasons")
   if verdicts is not None:
     line += f", {verdicts} judge requests served"
+  if counters:
+    line += (f" ({counters['judge_parsed']} verdicts parsed, "
+             f"{counters['judge_unparsable']} unparsable, "
+             f"{counters['judge_failed_calls']} failed calls, "
+             f"{counters['judge_verdicts_exact_match_fallback']} exact-match fallbacks)")
   print(line)
 
 
@@ -141,7 +147,14 @@ def test_searchqa_tiny_with_the_served_judge(proposer_server, judge_server, data
   for row in rows:
     means.setdefault(row["instance_id"].split(":")[0], []).append(row["score"])
   assert summary["final_per_subset"] == {k: sum(v) / len(v) for k, v in means.items()}
-  report("searchqa,tiny", seconds, served, parsed, refused, verdicts)
+  # The judge's verdicts parsed (guided_choice on the served path), as the run counted
+  # them, against the judge server's own count of the requests it answered.
+  counters = summary["domain_counters"]
+  assert counters["judge_parsed"] > 0, counters
+  assert counters["judge_calls"] == verdicts, (counters, verdicts)
+  assert counters["judge_parsed"] + counters["judge_unparsable"] == verdicts
+  assert judge_server.health()["guided_choice_requests"] >= verdicts
+  report("searchqa,tiny", seconds, served, parsed, refused, verdicts, counters)
 
 
 def test_harness_learning_tiny_with_the_served_teacher(proposer_server, data_dir, tmp_path):
@@ -172,6 +185,28 @@ def test_vace_docqa_tiny_runs_on_the_paper_path(proposer_server, data_dir, tmp_p
   assert len(summary["gate_decisions"]) == parsed
   assert summary["counts"]["weight"] > 0 and summary["counts"]["evaluation"] > 0
   report("vace docqa,tiny", seconds, served, parsed, refused)
+
+
+def test_vace_toolflow_tiny_runs_on_the_paper_path(proposer_server, data_dir, tmp_path):
+  before = proposer_server.health()["served_requests"]
+  workdir = tmp_path / "run"
+  status, output, seconds = run_main("configs/vace.py:toolflow,tiny", workdir, data_dir,
+                                     *proposer_flags(proposer_server.url))
+  assert status == 0, output[-3000:]
+  served = proposer_server.health()["served_requests"] - before
+  assert served > 0
+  parsed, refused = check_proposals(str(workdir), served)
+  summary = json.load(open(workdir / "summary.json"))
+  assert len(summary["gate_decisions"]) == parsed
+  assert summary["counts"]["weight"] > 0 and summary["counts"]["evaluation"] > 0
+  # The test episodes are the fixture file's tasks, loaded by the AutomationBench loader.
+  saved = sorted(glob.glob(str(workdir / "test_trajectories" / "*.jsonl")))
+  with open(saved[-1], encoding="utf-8") as file:
+    ids = {json.loads(line)["instance_id"] for line in file}
+  names = {f"automationbench:{r['name']}:{r['example_id']}"
+           for r in paper_fixtures.write_toolflow(str(tmp_path / "again"))}
+  assert len(ids) == 2 and ids <= names
+  report("vace toolflow,tiny", seconds, served, parsed, refused)
 
 
 def _iteration_proposals(workdir):
@@ -210,7 +245,7 @@ def test_a_killed_proposer_server_stops_the_run_and_a_resume_finishes_it(data_di
   assert not os.path.exists(os.path.join(workdir, "summary.json"))
   # The iteration whose call failed saved no proposals: a resume asks again.
   saved = [json.load(open(path)) for path in _iteration_proposals(workdir)]
-  assert all(p.get("error") in (None, "") for s in saved for p in s["proposals"])
+  assert all(p is None or p.get("error") in (None, "") for s in saved for p in s["proposals"])
   served.start(port=port)
   try:
     status, output, _ = run_main("configs/whale.py:math,tiny", workdir, data_dir,
