@@ -11,8 +11,9 @@ run) starts inside `bwrap` with
     no other process visible but its own namespace's;
   - a mount view of a read-only /usr (system libraries), the Python runtime (sys.base_prefix,
     plus sys.prefix when site-packages are wanted) read-only, the sandbox script read-only at
-    /opt/whale_sandbox, /etc/ld.so.cache, a minimal /dev, the host's per-process work folder
-    writable at /sandbox and /tmp a link into it; no /proc, /sys, rest of /etc, home folders
+    /opt/whale_sandbox, /etc/ld.so.cache, a minimal /dev, one writable folder at /sandbox
+    (a harness worker's: a size-limited tmpfs of its own namespace; a python-tool run's: the
+    host's per-run folder) and /tmp a link into it; no /proc, /sys, rest of /etc, home folders
     or data folders;
   - the seccomp program of BASE_DENIED, namespace flags on clone and TIOCSTI (errno EPERM),
     installed by bwrap before the interpreter starts; a worker's per-episode child adds CHILD_DENIED itself before any harness code runs
@@ -190,8 +191,10 @@ def system_binds(names=("lib", "lib64", "lib32", "libx32", "bin")):
   return args
 
 
-def _bwrap_args(workdir, use_site_packages):
-  """bwrap's options for a sandbox whose writable folder is workdir."""
+def _bwrap_args(workdir, use_site_packages, private_folder_bytes=0):
+  """bwrap's options for a sandbox whose writable folder is workdir, or, with
+  private_folder_bytes > 0, a tmpfs of that size private to the namespace (the host never
+  sees it; removing a file there costs no disk I/O)."""
   args = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
           "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--clearenv",
           "--ro-bind", "/usr", "/usr"] + system_binds()
@@ -203,7 +206,12 @@ def _bwrap_args(workdir, use_site_packages):
       args += ["--ro-bind", root, root]
   sandbox_dir = os.path.dirname(os.path.abspath(__file__))
   args += ["--ro-bind", os.path.join(sandbox_dir, "sandbox.py"), SANDBOX_DIR + "/sandbox.py",
-           "--dev", "/dev", "--bind", workdir, WORK_DIR, "--symlink", TMP_LINK_TARGET, "/tmp",
+           "--dev", "/dev"]
+  if private_folder_bytes:
+    args += ["--size", str(int(private_folder_bytes)), "--perms", "0700", "--tmpfs", WORK_DIR]
+  else:
+    args += ["--bind", workdir, WORK_DIR]
+  args += ["--symlink", TMP_LINK_TARGET, "/tmp",
            "--chdir", WORK_DIR, "--remount-ro", "/"]
   return args
 
@@ -225,9 +233,12 @@ class Confinement:
   def namespaced(self):
     return bool(self.bwrap)
 
-  def wrap(self, python_argv, workdir, seccomp_fd, environment, use_site_packages=False):
+  def wrap(self, python_argv, workdir, seccomp_fd, environment, use_site_packages=False,
+           private_folder_bytes=0):
     """The argv running python_argv (python, flags, "SANDBOX", mode...) confined in workdir,
-    with exactly the given environment.
+    with exactly the given environment. With private_folder_bytes > 0 the writable folder is
+    instead a tmpfs of that size inside the namespace (workdir stays the process's cwd on the
+    host side only).
 
     "SANDBOX" in python_argv stands for the sandbox script's path as the process sees it.
     """
@@ -239,7 +250,8 @@ class Confinement:
                           for arg in python_argv[1:]]
     variables = [arg for name, value in sorted(environment.items())
                  for arg in ("--setenv", name, value)]
-    return ([self.bwrap] + _bwrap_args(workdir, use_site_packages) + variables +
+    return ([self.bwrap] + _bwrap_args(workdir, use_site_packages, private_folder_bytes) +
+            variables +
             ["--unsetenv", "PWD", "--seccomp", str(seccomp_fd), "--"] + command)
 
   def child_programs(self):

@@ -59,6 +59,7 @@ from whale_jax.sampling import api
 EXIT_GRACE_SECONDS = 5.0  # wait for the zygote's exit report after killing a child
 SEND_TIMEOUT_SECONDS = 10.0
 MIN_MEMORY_BYTES = 128 << 20
+WORK_FOLDER_FILES = 4  # a namespaced worker's folder holds this many files of the largest size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +99,8 @@ class HarnessRuntime:
     memory_bytes: address-space limit of an episode's process.
     cpu_seconds: CPU-seconds limit of an episode's process (default ceil(timeout_seconds) + 1).
     file_size_bytes, max_open_files: limits on files the harness writes in its directory.
+      Namespaced, an episode's folder and /tmp together hold at most
+      WORK_FOLDER_FILES * file_size_bytes bytes (a tmpfs of the worker's own namespace).
     max_calls: most llm plus tools calls per episode; one more ends it as harness_error.
     max_answer_chars, max_stdout_chars: longest answer accepted, most printed text kept.
     max_message_bytes: longest JSON line accepted from the sandbox.
@@ -136,6 +139,7 @@ class HarnessRuntime:
     self.timeout_seconds = float(timeout_seconds)
     self.max_calls, self.max_source_chars = max_calls, max_source_chars
     self.max_message_bytes = max_message_bytes
+    self.work_folder_bytes = WORK_FOLDER_FILES * int(file_size_bytes)
     self.start_timeout_seconds = start_timeout_seconds
     self.backend_timeout_seconds = backend_timeout_seconds
     self.worker_config = {
@@ -192,6 +196,7 @@ class HarnessRuntime:
   def run_episodes(self, harness, episodes):
     """Runs the episodes (concurrently) and returns their trajectories in order."""
     futures = [self.submit(harness, episode) for episode in episodes]
+    concurrent.futures.wait(futures)  # one wake-up for the batch, not one per episode
     return [future.result() for future in futures]
 
   def close(self):
@@ -250,7 +255,7 @@ class _Worker:
     try:
       self.process = sandbox_process.start(
           "worker", self.workdir, self.runtime.confinement, pass_fds=(in_read, out_write),
-          args=(in_read, out_write))
+          args=(in_read, out_write), private_folder_bytes=self.runtime.work_folder_bytes)
     except BaseException:
       os.close(in_write)
       os.close(out_read)
@@ -337,11 +342,14 @@ class _Worker:
     message = {"type": "episode", "harness_hash": harness.hash, "source": harness.source,
                "task": episode.task, "tool_names": sorted(episode.tools),
                "random_seed": f"{episode.task_id}:{episode.sampling.seed}"}
+    self.set_child()  # from here a kill reaches the episode's child (the zygote kills it at fork)
     try:
       self.channel.send(message, SEND_TIMEOUT_SECONDS, control=True)
     except (EOFError, TimeoutError) as error:
       self.stop_process()
       return run.finish("infra_error", f"The harness worker did not take the episode: {error}")
+    if self.closing:
+      run._condemn("infra_error", "The runtime was closed during the episode.")  # pylint: disable=protected-access
     return run.play()
 
 
@@ -406,11 +414,7 @@ class _EpisodeRun:
         if not waiting_for_exit:
           self.sandbox_seconds += time.monotonic() - before
       if source == "control":
-        if message["type"] == "started":
-          worker.set_child()
-          if worker.closing:
-            self._condemn("infra_error", "The runtime was closed during the episode.")
-        elif message["type"] == "exit":
+        if message["type"] == "exit":
           worker.forget_child()
           trajectory = self._decide(message)
           if message.get("retire"):

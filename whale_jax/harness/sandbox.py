@@ -35,8 +35,9 @@ worker (seccomp, and no /proc in the mount view).
   worker -> host    {"type": "ready", "missing"}                                    (control)
   host -> worker    {"type": "episode", "harness_hash", "source", "task", "tool_names",
                      "random_seed"}                                                 (control)
-  worker -> host    {"type": "started", "pid"}                                      (control)
-  host -> worker    {"type": "kill"}          (control; SIGKILL to the current child, if any)
+  host -> worker    {"type": "kill"}  (control; SIGKILL to the episode's child, at once if it
+                                       is running, else as soon as it is forked; a kill
+                                       read between episodes is stale and ignored)
   child -> host     {"type": "llm", "method": "chat" | "generate", "messages" | "prompt",
                      "tools", "sampling"}  or  {"type": "tool", "name", "args", "kwargs"}
   host -> child     {"type": "reply", "ok": true, "value"} or
@@ -46,6 +47,7 @@ worker (seccomp, and no /proc in the mount view).
                      "confine_error", "retire"}   (control; the child's os.wait status, sent
                      once it is reaped; retire: the worker could not clean up and is leaving)
 """
+import _thread
 import ast
 import base64
 import builtins
@@ -234,12 +236,14 @@ class _Channel:
     while view:
       view = view[os.write(self.write_fd, view):]
 
-  def pending(self):
-    """Reads once (the fd is readable) and returns the complete messages, or None at EOF."""
-    chunk = os.read(self.read_fd, 1 << 16)
-    if not chunk:
-      return None
-    self.buffer += chunk
+  def pending(self, read=True):
+    """Reads once (the fd is readable; read=False: only what is buffered already) and returns
+    the complete messages, or None at EOF."""
+    if read:
+      chunk = os.read(self.read_fd, 1 << 16)
+      if not chunk:
+        return None
+      self.buffer += chunk
     messages = []
     while (end := self.buffer.find(b"\n")) >= 0:
       line = bytes(self.buffer[:end])
@@ -360,6 +364,31 @@ def _set_parent_death_signal(prctl):
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def _load_fork():
+  """fork() for the zygote: libc's, called with the GIL held. It skips CPython's at-fork work
+  (re-creating thread states and locks, running os.register_at_fork callbacks such as random's
+  re-seeding), which a process with a single thread does not need, and so what that work would
+  write: fewer copy-on-write page faults in every child. The child seeds random itself. os.fork
+  where ctypes or libc is missing, or once the process has a second thread."""
+  try:
+    import ctypes  # pylint: disable=import-outside-toplevel
+    libc_fork = ctypes.PyDLL(None, use_errno=True).fork
+  except (ImportError, OSError, AttributeError):
+    return os.fork
+  libc_fork.argtypes, libc_fork.restype = [], ctypes.c_int
+
+  def fork():
+    if _thread._count():  # pylint: disable=protected-access
+      return os.fork()
+    pid = libc_fork()
+    if pid < 0:
+      code = ctypes.get_errno()
+      raise OSError(code, f"fork: {os.strerror(code)}")
+    return pid
+
+  return fork
+
+
 def _load_prctl():
   """libc's prctl with its argument types declared (a fast call after fork); loaded before
   confinement, since ctypes is refused afterwards."""
@@ -391,14 +420,20 @@ def _seccomp_programs(encoded_programs):
   return programs
 
 
-def _install_seccomp(prctl, programs):
-  """Installs the seccomp programs on this process, irreversibly (OSError on failure)."""
+def _set_no_new_privs(prctl):
+  if prctl is None or prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def _install_seccomp(prctl, programs, no_new_privs=False):
+  """Installs the seccomp programs on this process, irreversibly (OSError on failure).
+  no_new_privs: the process has it already (inherited from the zygote)."""
   if not programs:
     return
   if prctl is None:
     raise OSError("prctl is unavailable, so the seccomp program cannot be installed")
-  if prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-    raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+  if not no_new_privs:
+    _set_no_new_privs(prctl)
   for address, _, _ in programs:
     if prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, address, 0, 0) != 0:
       raise OSError("prctl(PR_SET_SECCOMP) failed")
@@ -415,9 +450,19 @@ def _preload(allowed_imports):
   return missing
 
 
-def _confine(workdir, config, parent_pid, prctl, programs, tmpdir=None):
+def _unaudited_entries():
+  """(module namespace, name) of every _UNAUDITED_FUNCTIONS entry present in this process."""
+  namespaces = [vars(sys.modules[name]) for name in ("os", "posix", "signal", "_signal")
+                if name in sys.modules]
+  return [(namespace, name) for namespace in namespaces for name in _UNAUDITED_FUNCTIONS
+          if name in namespace]
+
+
+def _confine(workdir, config, parent_pid, prctl, programs, tmpdir=None, prepared=None):
   """Confines this process to a fresh workdir (and tmpdir). Irreversible; see the module
-  docstring."""
+  docstring. prepared: _prepare_confinement(...) made by the zygote before the fork."""
+  if prepared is None:
+    prepared = _prepare_confinement(config)
   _set_parent_death_signal(prctl)
   if parent_pid is not None and os.getppid() != parent_pid:
     os._exit(4)  # the parent died before the death signal was armed
@@ -433,7 +478,7 @@ def _confine(workdir, config, parent_pid, prctl, programs, tmpdir=None):
     os.setgroups([])
     os.setgid(NOBODY)
     os.setuid(NOBODY)
-  _install_seccomp(prctl, programs)
+  _install_seccomp(prctl, programs, prepared["no_new_privs"])
   signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large file fails with EFBIG instead
   memory_bytes, cpu_seconds = config["memory_bytes"], config["cpu_seconds"]
   resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
@@ -442,14 +487,17 @@ def _confine(workdir, config, parent_pid, prctl, programs, tmpdir=None):
   resource.setrlimit(resource.RLIMIT_FSIZE, (config["file_size_bytes"],) * 2)
   resource.setrlimit(resource.RLIMIT_NOFILE, (config["max_open_files"],) * 2)
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-  for module_name in ("os", "posix", "signal", "_signal"):
-    module = sys.modules.get(module_name)
-    for name in _UNAUDITED_FUNCTIONS:
-      if module is not None and hasattr(module, name):
-        delattr(module, name)
-  sys.meta_path.insert(0, _RefuseNewImports(config["allowed_imports"]))
+  for namespace, name in prepared["unaudited"]:
+    namespace.pop(name, None)
+  sys.meta_path.insert(0, prepared["finder"])
   roots = () if tmpdir is None else ("/tmp", tmpdir)
   sys.addaudithook(_make_audit_hook(os.getcwd(), roots))
+
+
+def _prepare_confinement(config, no_new_privs=False):
+  """What _confine needs that a zygote can make once instead of in every child."""
+  return {"unaudited": _unaudited_entries(), "no_new_privs": no_new_privs,
+          "finder": _RefuseNewImports(config["allowed_imports"])}
 
 
 def _redirect_standard_fds():
@@ -470,7 +518,7 @@ def _drain(fd):
 
 
 def _run_episode_child(channel, private_fds, status_fd, config, message, code, paths, parent_pid,
-                       prctl, programs, untrusted_builtins):
+                       prctl, programs, untrusted_builtins, prepared):
   """Runs in the forked child: confine, execute the harness, report, exit. Never returns."""
   exit_process = os._exit
   for fd in private_fds:
@@ -478,7 +526,7 @@ def _run_episode_child(channel, private_fds, status_fd, config, message, code, p
   os.setpgid(0, 0)
   stdout = _BoundedText(config["max_stdout_chars"])
   try:
-    _confine(paths[0], config, parent_pid, prctl, programs, paths[1])
+    _confine(paths[0], config, parent_pid, prctl, programs, paths[1], prepared)
   except BaseException as error:  # pylint: disable=broad-except
     os.write(status_fd, f"sandbox confinement failed: {error!r}".encode()[:4096])
     exit_process(0)
@@ -537,7 +585,10 @@ def _clear_folder(root, expected):
       os.rmdir(path)
     except OSError:
       pass
-  for name in os.listdir(root):
+  names = os.listdir(root)
+  if not names:
+    return True
+  for name in names:
     path = os.path.join(root, name)
     try:
       if os.path.isdir(path) and not os.path.islink(path):
@@ -559,11 +610,13 @@ def _wait_for_child(control, pid, status_fd):
   except OSError:
     pidfd = None
   try:
+    buffered = control.pending(read=False)  # a kill that came with the episode message
     while True:
       fds = [control.read_fd] + ([pidfd] if pidfd is not None else [])
-      readable, _, _ = select.select(fds, [], [], None if pidfd is not None else 0.05)
+      readable = [control.read_fd] if buffered else select.select(
+          fds, [], [], None if pidfd is not None else 0.05)[0]
       if control.read_fd in readable:
-        messages = control.pending()
+        messages, buffered = buffered or control.pending(), None
         if messages is None or any(m.get("type") == "kill" for m in messages):
           try:
             if pidfd is not None:
@@ -604,12 +657,19 @@ def _serve_worker(control_in_fd, control_out_fd):
   missing = _preload(config["allowed_imports"])
   programs = _seccomp_programs(config.get("seccomp_programs"))
   untrusted_builtins = _untrusted_builtins(config["allowed_imports"])
+  fork = _load_fork()
+  if programs:
+    _set_no_new_privs(prctl)  # inherited: each child installs its program with one call
   root = os.getcwd()
   namespaced = config.get("namespaced", False)
   if not namespaced:
     os.chmod(root, 0o711)  # nobody may enter its own episode folder, not list the others
   private_fds = (control_in_fd, control_out_fd)
   cache = collections.OrderedDict()
+  prepared = _prepare_confinement(config, no_new_privs=bool(programs))
+  zygote_pid, lines_hash = os.getpid(), None
+  # Namespaced, the folder is this worker's alone and /tmp points into it.
+  paths = (os.path.join(root, "episode"), os.path.join(root, "tmp")) if namespaced else None
   control.send({"type": "ready", "missing": missing})
   for count in itertools.count(1):
     message = control.receive()
@@ -621,22 +681,21 @@ def _serve_worker(control_in_fd, control_out_fd):
     if error is not None:
       control.send({"type": "exit", "status": 0, "cpu_seconds": 0.0, "compile_error": error})
       continue
-    linecache.cache[HARNESS_FILENAME] = (len(message["source"]), None,
-                                         message["source"].splitlines(True), HARNESS_FILENAME)
-    if namespaced:  # the folder is this worker's alone; /tmp points into it
-      paths = (os.path.join(root, "episode"), os.path.join(root, "tmp"))
-    else:
+    if message["harness_hash"] != lines_hash:  # tracebacks quote the harness's lines
+      lines_hash = message["harness_hash"]
+      linecache.cache[HARNESS_FILENAME] = (len(message["source"]), None,
+                                           message["source"].splitlines(True), HARNESS_FILENAME)
+    if not namespaced:
       paths = (os.path.join(root, f"episode-{count}"), None)
     _drain(data.read_fd)
     status_read, status_write = os.pipe()
-    zygote_pid = os.getpid()
     gc.freeze()  # keeps the collector from touching (and so copying) the zygote's pages
-    pid = os.fork()
+    pid = fork()
     if pid == 0:
       try:
         os.close(status_read)
         _run_episode_child(data, private_fds, status_write, config, message, code, paths,
-                           zygote_pid, prctl, programs, untrusted_builtins)
+                           zygote_pid, prctl, programs, untrusted_builtins, prepared)
       finally:
         os._exit(5)
     gc.unfreeze()
@@ -645,7 +704,6 @@ def _serve_worker(control_in_fd, control_out_fd):
       os.setpgid(pid, pid)
     except OSError:
       pass
-    control.send({"type": "started", "pid": pid})
     try:
       status, usage, confine_error = _wait_for_child(control, pid, status_read)
     finally:

@@ -45,9 +45,11 @@ def sandbox_config(confinement):
                                for program in confinement.child_programs()]}
 
 
-def start(mode, workdir, confinement, use_site_packages=False, pass_fds=(), args=()):
+def start(mode, workdir, confinement, use_site_packages=False, pass_fds=(), args=(),
+          private_folder_bytes=0):
   """Starts `sandbox.py mode *args` ("worker" or "exec") confined in workdir; returns the
-  Popen (whose pid is bwrap's when namespaced)."""
+  Popen (whose pid is bwrap's when namespaced). private_folder_bytes > 0: when namespaced, the
+  writable folder is a tmpfs of that size inside the namespace instead of workdir."""
   flags = ["-B", "-s"] + ([] if use_site_packages else ["-S"])
   python_argv = [sys.executable, *flags, "SANDBOX", mode, *[str(arg) for arg in args]]
   fds = list(pass_fds)
@@ -63,7 +65,7 @@ def start(mode, workdir, confinement, use_site_packages=False, pass_fds=(), args
   try:
     return subprocess.Popen(  # pylint: disable=consider-using-with
         confinement.wrap(python_argv, workdir, program_fd, SCRUBBED_ENVIRONMENT,
-                         use_site_packages),
+                         use_site_packages, private_folder_bytes),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
         env=dict(SCRUBBED_ENVIRONMENT), start_new_session=True, close_fds=True,
         pass_fds=tuple(fds))
@@ -132,11 +134,16 @@ class _LineBuffer:
         return line
 
   def fill(self):
-    chunk = os.read(self.fd, READ_CHUNK_BYTES)
+    """Reads what the (non-blocking) pipe holds; False when it held nothing or closed."""
+    try:
+      chunk = os.read(self.fd, READ_CHUNK_BYTES)
+    except BlockingIOError:
+      return False
     if chunk:
       self.data += chunk
-    else:
-      self.closed = True
+      return True
+    self.closed = True
+    return False
 
 
 def _parse(line):
@@ -158,7 +165,7 @@ class Channel:
                control_write_fd=None):
     self._writers = {False: data_write_fd, True: control_write_fd}
     self._locks = {False: threading.Lock(), True: threading.Lock()}
-    for fd in (data_write_fd, control_write_fd):
+    for fd in (data_write_fd, control_write_fd, data_read_fd, control_read_fd):
       if fd is not None:
         os.set_blocking(fd, False)
     self._data = _LineBuffer(data_read_fd, max_message_bytes)
@@ -171,21 +178,23 @@ class Channel:
     view = memoryview(json.dumps(message).encode() + b"\n")
     deadline = time.monotonic() + timeout_seconds
     with self._locks[control]:
+      writable = True  # try the write first: a pipe with room takes it in one call
       while view:
+        if writable:
+          try:
+            view = view[os.write(write_fd, view):]
+            continue
+          except BlockingIOError:
+            pass
+          except (OSError, ValueError) as error:
+            raise EOFError("the sandboxed process closed its input") from error
         remaining = deadline - time.monotonic()
         if remaining <= 0:
           raise TimeoutError("the sandboxed process stopped reading its input")
         try:
-          _, writable, _ = select.select([], [write_fd], [], remaining)
+          writable = bool(select.select([], [write_fd], [], remaining)[1])
         except (OSError, ValueError) as error:
           raise EOFError("the sandboxed process's input is closed") from error
-        if writable:
-          try:
-            view = view[os.write(write_fd, view):]
-          except BlockingIOError:
-            continue
-          except OSError as error:
-            raise EOFError("the sandboxed process closed its input") from error
 
   def receive(self, timeout_seconds):
     """The next message as (source, dict), source being "control" or "data".
@@ -220,17 +229,12 @@ class Channel:
       line = self._data.next_line()
       if line is not None:
         return _parse(line)
-      if self._data.closed:
+      if self._data.closed or not self._data.fill():
         return None
-      readable, _, _ = select.select([self._data.fd], [], [], 0)
-      if not readable:
-        return None
-      self._data.fill()
 
   def discard_data(self):
     """Drops every data byte sent so far, partial lines included (between two episodes)."""
     self._data.data.clear()
     self._data.discarding = False
-    while not self._data.closed and select.select([self._data.fd], [], [], 0)[0]:
-      self._data.fill()
+    while not self._data.closed and self._data.fill():
       self._data.data.clear()
