@@ -474,6 +474,39 @@ while True:
   assert_pool_serves(runtime, workers)
 
 
+def test_the_episode_folder_is_a_bounded_tmpfs_that_never_reaches_the_host_disk():
+  """Files fill at most 4 x file_size_bytes (then ENOSPC), and while they exist the host's
+  folder for the worker is empty: they live in the namespace's own tmpfs (a host-side tool
+  looks during the episode)."""
+  megabyte = 1 << 20
+  filler = Harness(
+      "import json\n"
+      "def run(task, llm, tools):\n"
+      "  written, code = 0, None\n"
+      "  try:\n"
+      "    for i in range(64):\n"
+      "      with open(f'/tmp/f{i}', 'w') as out:\n"
+      f"        out.write('x' * {megabyte})\n"
+      "      written += 1\n"
+      "  except OSError as error:\n"
+      "    code = error.errno\n"
+      "  return json.dumps({'written': written, 'errno': code, 'host': tools.peek()})\n")
+  with HarnessRuntime(ScriptedBackend(TOKENIZER, replies="x"), TOKENIZER, num_workers=1,
+                      timeout_seconds=30.0, file_size_bytes=megabyte) as pool:
+    host_folder = pool._workers[0].workdir  # pylint: disable=protected-access
+
+    def peek():
+      return sorted(str(path.relative_to(host_folder))
+                    for path in pathlib.Path(host_folder).rglob("*"))
+
+    trajectory = pool.run_episodes(filler, [Episode("fill", {}, tools={"peek": peek})])[0]
+  assert trajectory.outcome == "ok", trajectory.error
+  report = json.loads(trajectory.answer)
+  assert report["errno"] == errno.ENOSPC
+  assert 3 <= report["written"] <= 4  # a 4 MiB tmpfs holds at most four 1 MiB files
+  assert report["host"] == []
+
+
 def test_leftovers_the_worker_cannot_remove_retire_it_not_the_next_episode(runtime):
   body = """
 os = sys.modules["os"]
