@@ -54,13 +54,13 @@ def test_describe_changes_lists_phases_edits_and_scores(tmp_path):
       {"id": "c0000", "parent": None, "success": 0.625}])
   assert run_log.describe_changes(workdir) == [
       "  rollouts     0: test mean@k 0.125",
-      "  rollouts   256: weight phase, 2 RSFT steps (training reward 0.100 -> 0.200); the "
+      "  rollouts     0-256: weight phase, 2 RSFT steps (training reward 0.100 -> 0.200); the "
       "incumbent's harness-split score 0.250 after",
       "  rollouts   400: harness search cycle_000 (3 iterations): split score 0.250 -> 0.500 "
       "with 2 accepted edit(s):",
       "      c0001 passage_length (0.375): longer passages",
       "      c0003 query_rewrite (0.500): append the question",
-      "  rollouts   528: weight phase, 1 RSFT steps (training reward 0.400 -> 0.400); the "
+      "  rollouts   400-528: weight phase, 1 RSFT steps (training reward 0.400 -> 0.400); the "
       "incumbent's harness-split score 0.500 before, 0.625 after",
       "  rollouts   600: harness search cycle_001 (2 iterations): kept the incoming harness "
       "(split score 0.625)",

@@ -164,25 +164,28 @@ def describe_changes(workdir):
   harness-split scores of one harness at two weights are on the same questions and sample
   keys (meta_harness scores every candidate so), so before/after is a paired comparison."""
   lines, weight_rows, last_accepted_score = [], [], None
+  phase_start = [0]  # training rollouts before the current weight phase's first step
 
   def flush_weights(after=None):
     if not weight_rows:
       return
     first, last = weight_rows[0], weight_rows[-1]
     rewards = f"training reward {first.get('reward', 0.0):.3f} -> {last.get('reward', 0.0):.3f}"
-    line = (f"  rollouts {last['rollouts']:>5}: weight phase, {len(weight_rows)} RSFT steps "
-            f"({rewards})")
+    line = (f"  rollouts {phase_start[0]:>5}-{last['rollouts']}: weight phase, "
+            f"{len(weight_rows)} RSFT steps ({rewards})")
     if after is not None:
       before = "" if last_accepted_score is None else f"{last_accepted_score:.3f} before, "
       line += f"; the incumbent's harness-split score {before}{after:.3f} after"
     lines.append(line)
     weight_rows.clear()
 
+  previous_rollouts = 0
   for row in read_metrics(workdir):
     if row["phase"] == "weight":
+      if not weight_rows:
+        phase_start[0] = previous_rollouts
       weight_rows.append(row)
-    elif row["phase"] == "evaluation":
-      flush_weights()
+    elif row["phase"] == "evaluation":  # a weight phase may go on after it
       lines.append(f"  rollouts {row['rollouts']:>5}: test mean@k {row['test_mean']:.3f}")
     elif row["phase"] == "harness" and "accepted" in row:
       candidates = _read_candidates(os.path.join(workdir, "archive", row["label"]))
@@ -202,5 +205,6 @@ def describe_changes(workdir):
           lines.append(f"      {candidate['id']} {candidate.get('mechanism', '')} "
                        f"({candidate.get('success', 0):.3f}): {candidate.get('hypothesis', '')}")
       last_accepted_score = accepted.get("success", incoming)
+    previous_rollouts = row["rollouts"]
   flush_weights()
   return lines
