@@ -46,5 +46,8 @@ setuptools.setup(
         # python -m whale_jax.aot: the TPU compiler (libtpu, pinned by jax[tpu]) to compile for
         # a TPU topology from a CPU host; the versions launch/constraints.txt pins on the pods.
         "aot": ["jax[tpu]==0.10.2", "libtpu==0.0.42.1"],
+        # python -m whale_jax.aot --topology=h100:8: jax's CUDA plugin compiles for GPUs that
+        # are not there (memory analysis only); a virtual environment apart from the TPU one.
+        "aot_cuda": ["jax[cuda12]==0.10.2"],
     },
 )

@@ -1,11 +1,15 @@
-r"""Ahead-of-time compile of a config's jitted programs for a TPU topology, from a CPU host.
+r"""Ahead-of-time compile of a config's jitted programs for a TPU topology or GPU hosts, from
+a CPU host.
 
   python -m whale_jax.aot --config=configs/whale.py:searchqa --topology=v5p:2x4x4
   python -m whale_jax.aot --config=configs/whale.py:searchqa --topology=v5e:4x4 \
       --mesh=data=1,fsdp=16,tensor=1 --programs=rsft,decode
+  python -m whale_jax.aot --config=configs/whale.py:searchqa --topology=h100:8   # 8 H100s
 
-Needs the TPU compiler (`pip install -e '.[aot]'`: jax[tpu] with its pinned libtpu); no TPU,
-no weights: every input is a jax.ShapeDtypeStruct with the NamedSharding a run would give it,
+Needs the TPU compiler (`pip install -e '.[aot]'`: jax[tpu] with its pinned libtpu) or, for
+GPUs, jax's CUDA plugin (`pip install -e '.[aot_cuda]'`, a virtual environment of its own;
+memory analysis only: XLA does not fail a GPU program over HBM, the headroom check does); no
+TPU or GPU, no weights: every input is a jax.ShapeDtypeStruct with the NamedSharding a run would give it,
 on a mesh over the topology's devices (parallel/mesh.py, parallel/rules.py). Programs:
 
   rsft       the RSFT train step (train/step.py make_train_step(...).jitted, rsft.loss)
@@ -60,7 +64,24 @@ GIB = 2**30
 # HBM per chip (bytes) by jax device_kind; a topology's devices report no memory size.
 HBM_BYTES = {"TPU v5 lite": 16 * GIB, "TPU v5e": 16 * GIB, "TPU v5": int(95.74 * GIB),
              "TPU v5p": int(95.74 * GIB), "TPU v6 lite": 32 * GIB, "TPU v6e": 32 * GIB,
-             "TPU v4": 32 * GIB, "NVIDIA H100 80GB HBM3": 80 * GIB}
+             "TPU v4": 32 * GIB, "NVIDIA H100 80GB HBM3": 81_559 * 2**20}
+# GPU targets by --topology prefix: XLA's description of the GPU to compile for (a
+# GpuTargetConfigProto in text form; values from NVIDIA's H100 SXM5 80GB data sheet).
+GPU_TARGET_CONFIGS = {"h100": """
+gpu_device_info {
+  threads_per_block_limit: 1024  threads_per_warp: 32  threads_per_core_limit: 2048
+  shared_memory_per_block: 49152  shared_memory_per_block_optin: 232448
+  shared_memory_per_core: 233472  core_count: 132  fpus_per_core: 128
+  block_dim_limit_x: 2147483647  block_dim_limit_y: 65535  block_dim_limit_z: 65535
+  memory_bandwidth: 3352320000000  l2_cache_size: 52428800  clock_rate_ghz: 1.98
+  device_memory_size: 85520809984  registers_per_core_limit: 65536
+  registers_per_block_limit: 65536  cuda_compute_capability { major: 9 minor: 0 }
+}
+platform_name: "CUDA"
+dnn_version_info { major: 9 minor: 8 }
+runtime_version { major: 12 minor: 9 }
+device_description_str: "NVIDIA H100 80GB HBM3"
+"""}
 MIN_HEADROOM = 0.10  # a program "fits" with at least this fraction of HBM free
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 PROGRAMS = ("rsft", "grpo", "reference", "prefill", "decode")
@@ -112,20 +133,41 @@ class Setup:
 
 
 def topology_devices(topology_name):
-  """The devices of a TPU topology ("v5p:2x4x4", "v5e:2x2", ...), no TPU needed."""
+  """The devices of a TPU topology ("v5p:2x4x4", "v5e:2x2", ...) or of GPU hosts ("h100:8":
+  one host of 8 H100s, "h100:2x8": two), no TPU or GPU needed."""
+  gpus = re.fullmatch(r"([a-z]\d+):(?:(\d+)x)?(\d+)", topology_name or "")
+  if gpus and gpus.group(1) in GPU_TARGET_CONFIGS:
+    return _gpu_devices(topology_name, gpus.group(1), int(gpus.group(2) or 1),
+                        int(gpus.group(3)))
   # Compiling opens no TPU: let several checks (and tests) load libtpu at once instead of
   # failing on its single-process lock file.
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
   from jax.experimental import topologies
   if not re.fullmatch(r"v\d+[a-z]*:\d+(x\d+){1,2}", topology_name or ""):
     raise ValueError(f"--topology={topology_name!r}: use gen:AxB[xC], e.g. v5p:2x4x4 (v5p-64, "
-                     "32 chips), v6e:2x4, v5e:4x4, v5e:2x2.")
+                     "32 chips), v6e:2x4, v5e:4x4, v5e:2x2; or GPUs as "
+                     f"{'|'.join(GPU_TARGET_CONFIGS)}:[hosts x]gpus_per_host, e.g. h100:8.")
   try:
     return list(topologies.get_topology_desc(topology_name=topology_name,
                                              platform="tpu").devices)
   except Exception as error:  # pylint: disable=broad-except
     raise RuntimeError(f"--topology={topology_name}: the TPU compiler could not describe it "
                        f"({error}). Install the aot extra: pip install -e '.[aot]'.") from error
+
+
+def _gpu_devices(topology_name, kind, num_hosts, gpus_per_host):
+  """Compile-only CUDA devices from jax's CUDA plugin and a target description (memory
+  analysis only; there is no GPU or driver to check the CUDA libraries against)."""
+  os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
+  from jax.experimental import topologies
+  try:
+    return list(topologies.get_topology_desc(
+        platform="cuda", target_config=GPU_TARGET_CONFIGS[kind],
+        topology=f"1x{num_hosts}x{gpus_per_host}").devices)
+  except Exception as error:  # pylint: disable=broad-except
+    raise RuntimeError(f"--topology={topology_name}: jax's CUDA compiler could not describe it "
+                       f"({str(error).splitlines()[0][:200]}). Install it in a virtual "
+                       "environment of its own: pip install -e '.[aot_cuda]'.") from error
 
 
 def parse_mesh(text):

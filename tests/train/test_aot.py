@@ -100,6 +100,21 @@ def test_sizes_only_counts_the_arguments_without_compiling():
   assert ">=" in table and "<=" in table  # a lower bound on the peak, an upper on headroom
 
 
+def test_gpu_topology_names_h100_hosts_or_the_extra_to_install():
+  """h100:8 is one host of 8 H100s, compiled for by jax's CUDA plugin; where the plugin is not
+  installed (the TPU venv, the test venv) the error names the extra that installs it."""
+  try:
+    import jax_cuda12_plugin  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  except ImportError:
+    with pytest.raises(RuntimeError, match=r"pip install -e '\.\[aot_cuda\]'"):
+      aot.topology_devices("h100:8")
+  else:
+    devices = aot.topology_devices("h100:2x8")
+    assert len(devices) == 16 and devices[0].device_kind == "NVIDIA H100 80GB HBM3"
+  with pytest.raises(ValueError, match="h100:8"):
+    aot.topology_devices("a100:8")
+
+
 def _run_aot(*args):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   env.pop("XLA_FLAGS", None)
