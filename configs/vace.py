@@ -117,7 +117,10 @@ def get_config(arg: str = "docqa"):
   method = methods[0] if methods else "vace"
   config = ml_collections.ConfigDict()
   config.recipe = METHODS[method]
-  config.model = dict(source="hf", path="checkpoints/Qwen/Qwen3.5-9B", dtype="bfloat16")
+  # remat: rows of 32,768 tokens of the 9B model need full recomputation to fit a v5p chip
+  # (docs/pod_memory.md).
+  config.model = dict(source="hf", path="checkpoints/Qwen/Qwen3.5-9B", dtype="bfloat16",
+                      remat="full")
   config.tokenizer = ""
   config.domain = dict(DOMAINS[domain])
   config.sampling = presets.paper_sampling()   # guess: temperature 1, top-k 20, 8192 tokens
