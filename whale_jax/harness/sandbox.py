@@ -61,7 +61,6 @@ import linecache
 import os
 import resource
 import select
-import shutil
 import signal
 import sys
 import time
@@ -578,6 +577,27 @@ def _compile(cache, harness_hash, source):
   return code, None
 
 
+def _remove_tree(path):
+  """Removes path and everything below it as far as it can (shutil.rmtree without importing
+  shutil, which would map zlib, bz2 and lzma into every zygote and so into every fork)."""
+  for folder, folders, files in os.walk(path, topdown=False):
+    for name in files:
+      try:
+        os.unlink(os.path.join(folder, name))
+      except OSError:
+        pass
+    for name in folders:
+      target = os.path.join(folder, name)
+      try:
+        (os.unlink if os.path.islink(target) else os.rmdir)(target)
+      except OSError:
+        pass
+  try:
+    os.rmdir(path)
+  except OSError:
+    pass
+
+
 def _clear_folder(root, expected):
   """Removes everything inside root; True when it is empty afterwards."""
   for path in expected:  # the common case: the harness left only its two empty folders
@@ -594,7 +614,7 @@ def _clear_folder(root, expected):
       if os.path.isdir(path) and not os.path.islink(path):
         for folder, _, _ in os.walk(path):
           os.chmod(folder, 0o700)  # a harness may have made its folders unreadable
-        shutil.rmtree(path)
+        _remove_tree(path)
       else:
         os.unlink(path)
     except OSError:
@@ -713,7 +733,7 @@ def _serve_worker(control_in_fd, control_out_fd):
     if namespaced:
       clean = _clear_folder(root, paths)
     else:
-      shutil.rmtree(paths[0], ignore_errors=True)
+      _remove_tree(paths[0])
       clean = not os.path.exists(paths[0])
     control.send({"type": "exit", "status": status,
                   "cpu_seconds": usage.ru_utime + usage.ru_stime,
