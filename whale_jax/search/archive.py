@@ -30,7 +30,6 @@ import dataclasses
 import json
 import os
 import shutil
-import tempfile
 
 from whale_jax import atomic_files
 from whale_jax.harness import trajectory as trajectory_lib
@@ -181,8 +180,8 @@ class Archive:
       candidate.outcomes = evaluation.outcome_counts()
       candidate.rollouts = evaluation.rollouts
       candidate.generated_tokens = evaluation.generated_tokens
-    temporary = tempfile.mkdtemp(prefix=f".tmp-{candidate.id}-", dir=self.candidates_directory)
-    try:
+
+    def write(temporary):
       if source is not None:
         with open(os.path.join(temporary, "harness.py"), "w", encoding="utf-8") as file:
           file.write(source)
@@ -200,10 +199,7 @@ class Archive:
                                    evaluation.trajectories)
       with open(os.path.join(temporary, "candidate.json"), "w", encoding="utf-8") as file:
         json.dump(candidate.to_json(), file, indent=2, sort_keys=True)
-      os.rename(temporary, os.path.join(self.candidates_directory, candidate.id))
-    except BaseException:
-      shutil.rmtree(temporary, ignore_errors=True)
-      raise
+    atomic_files.write_directory(os.path.join(self.candidates_directory, candidate.id), write)
     self.candidates.append(candidate)
     self._by_id[candidate.id] = candidate
     with open(self.path(SUMMARY), "a", encoding="utf-8") as file:
