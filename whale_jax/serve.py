@@ -20,8 +20,10 @@ top_logprobs 0), stream (+ stream_options.include_usage), ignore_eos, return_tok
 (adds token_ids and prompt_token_ids to each choice), user; presence_penalty and
 frequency_penalty only 0, logit_bias only empty, echo only false, best_of only 1 or n.
 Chat also takes tools (function schemas, rendered into the prompt; no tool-call parsing).
-Both take guided_choice (a list of strings, as vLLM takes it through the openai client's
-extra_body): the reply is the choice with the highest total log-probability under the model.
+Both take guided_choice (a list of strings, as vLLM before 0.12 takes it through the openai
+client's extra_body) or its newer spelling structured_outputs={"choice": [...]} (both at
+once must agree): the reply is the choice with the highest total log-probability under the
+model.
 Anything else, and any value out of range, is a 400 whose message and "param" name the field.
 
 Semantics, where they differ from the OpenAI API:
@@ -64,9 +66,10 @@ EMBEDDED_SOLVER = os.path.join(os.path.dirname(__file__), "assets", "demo_solver
 COMMON_FIELDS = ("model", "max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed",
                  "logprobs", "stream", "stream_options", "ignore_eos", "return_token_ids",
                  "user", "presence_penalty", "frequency_penalty", "logit_bias", "best_of")
-COMPLETION_FIELDS = COMMON_FIELDS + ("prompt", "echo", "suffix", "guided_choice")
+COMPLETION_FIELDS = COMMON_FIELDS + ("prompt", "echo", "suffix", "guided_choice",
+                                     "structured_outputs")
 CHAT_FIELDS = COMMON_FIELDS + ("messages", "max_completion_tokens", "top_logprobs", "tools",
-                               "tool_choice", "guided_choice")
+                               "tool_choice", "guided_choice", "structured_outputs")
 MAX_STOP_STRINGS = 16
 MAX_GUIDED_CHOICES = 64
 
@@ -376,30 +379,40 @@ def _messages(body):
 
 
 def _guided_choice(body, tokenizer, prompt_lengths, max_context, params):
-  """(choices, their token ids) of a body's guided_choice, or None when it has none."""
-  choices = body.get("guided_choice")
+  """(choices, their token ids) of a body's guided_choice (or structured_outputs.choice), or
+  None when it has neither."""
+  choices, field = body.get("guided_choice"), "guided_choice"
+  structured = body.get("structured_outputs")
+  if structured is not None:
+    if not (isinstance(structured, dict) and set(structured) == {"choice"}):
+      raise _bad("structured_outputs", '{"choice": [...]} (of the structured outputs only '
+                 "choice is supported)", structured)
+    if choices is not None and choices != structured["choice"]:
+      raise RequestError(400, "'guided_choice' and 'structured_outputs.choice' differ; send "
+                         "one of them.", "structured_outputs")
+    choices, field = structured["choice"], "structured_outputs.choice"
   if choices is None:
     return None
   if not (isinstance(choices, list) and 1 <= len(choices) <= MAX_GUIDED_CHOICES and
           all(isinstance(c, str) and c for c in choices)):
-    raise _bad("guided_choice", f"a list of 1 to {MAX_GUIDED_CHOICES} non-empty strings",
+    raise _bad(field, f"a list of 1 to {MAX_GUIDED_CHOICES} non-empty strings",
                choices)
   if len(set(choices)) != len(choices):
-    raise _bad("guided_choice", "a list of distinct strings", choices)
+    raise _bad(field, "a list of distinct strings", choices)
   if params.n != 1:
-    raise RequestError(400, f"'n'={params.n} with 'guided_choice': the choice is exact, so "
+    raise RequestError(400, f"'n'={params.n} with '{field}': the choice is exact, so "
                        "ask for n=1.", "n")
   if len(prompt_lengths) != 1:
-    raise RequestError(400, "'guided_choice' takes one prompt; send one request per prompt.",
+    raise RequestError(400, f"'{field}' takes one prompt; send one request per prompt.",
                        "prompt")
   choice_ids = [tokenizer.encode(c) for c in choices]
   for choice, ids in zip(choices, choice_ids):
     if not ids:
-      raise _bad("guided_choice", "strings that each encode to at least one token", choice)
+      raise _bad(field, "strings that each encode to at least one token", choice)
     if prompt_lengths[0] + len(ids) > max_context:
-      raise RequestError(400, f"'guided_choice' {choice!r} ({len(ids)} tokens) after the "
+      raise RequestError(400, f"'{field}' {choice!r} ({len(ids)} tokens) after the "
                          f"{prompt_lengths[0]}-token prompt exceeds this server's context "
-                         f"of {max_context} tokens.", "guided_choice")
+                         f"of {max_context} tokens.", field)
   return choices, choice_ids
 
 

@@ -253,6 +253,10 @@ CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_to
     ("completions", {"guided_choice": ["yes", "no"], "n": 2}, "n"),
     ("completions", {"guided_choice": ["yes", "no"], "prompt": ["a", "b"]}, "prompt"),
     ("completions", {"guided_choice": ["yes " * CONTEXT]}, "guided_choice"),
+    ("chat/completions", {"structured_outputs": {"json": {}}}, "structured_outputs"),
+    ("chat/completions", {"structured_outputs": {"choice": []}}, "structured_outputs.choice"),
+    ("completions", {"guided_choice": ["a"], "structured_outputs": {"choice": ["b"]}},
+     "structured_outputs"),
 ])
 def test_malformed_requests_get_400_naming_the_field(server_url, endpoint, changes, field):
   base = COMPLETION if endpoint == "completions" else CHAT
@@ -347,10 +351,10 @@ def test_guided_choice_is_the_argmax_of_the_choices_logprobs(client, server_url,
     assert _max_logprob_difference([e.logprob for e in choice.logprobs.content],
                                    rows[best]) < 1e-4
     assert reply.usage.completion_tokens == len(choice_ids[best])
-    # The order of the choices does not matter.
+    # The order of the choices does not matter; vLLM's newer spelling is the same request.
     reversed_reply = client.chat.completions.create(
-        model=MODEL, messages=messages, max_tokens=16, extra_body={"guided_choice":
-                                                                   CHOICES[::-1]})
+        model=MODEL, messages=messages, max_tokens=16,
+        extra_body={"structured_outputs": {"choice": CHOICES[::-1]}})
     assert reversed_reply.choices[0].message.content == CHOICES[best]
     # /v1/completions: the raw prompt, encoded as the server encodes it.
     prompt_ids = tokenizer.encode(text)

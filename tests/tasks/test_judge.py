@@ -217,8 +217,11 @@ def test_counts_tell_parsed_verdicts_from_fallbacks_and_failed_calls():
   assert llm_judge.counts.to_json() == {
       "calls": 4, "parsed": 1, "unparsable": 2, "failed_calls": 1, "verdicts_judge": 1,
       "verdicts_exact_match_fallback": 1, "verdicts_no_answer": 1}
-  # guided_choice (the default) rides on every request; the prompt's two words.
+  # The choice (the default) rides on every request, in both of vLLM's spellings; the
+  # prompt's two words.
   assert [body["guided_choice"] for body in endpoint.bodies] == [["CORRECT", "INCORRECT"]] * 5
+  assert [body["structured_outputs"] for body in endpoint.bodies] == [
+      {"choice": ["CORRECT", "INCORRECT"]}] * 5
 
 
 def test_guided_choice_can_be_turned_off_and_is_checked():
@@ -229,5 +232,6 @@ def test_guided_choice_can_be_turned_off_and_is_checked():
   finally:
     endpoint.close()
   assert "guided_choice" not in endpoint.bodies[0]
+  assert "structured_outputs" not in endpoint.bodies[0]
   with pytest.raises(ValueError, match="guided_choice='yes'"):
     judge.openai_judge(endpoint.url, "judge", guided_choice="yes")

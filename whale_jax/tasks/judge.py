@@ -7,9 +7,11 @@ call that raises or that times out, is retried with exponential backoff; when ev
 fails the verdict falls back to normalized exact match (Verdict.source says which).
 
 Constrained choice: with guided_choice (openai_judge's default) every request also carries
-guided_choice=["CORRECT", "INCORRECT"] (JUDGE_CHOICES), the field vLLM and whale_jax.serve
-accept (serve answers with the choice of highest log-probability under the model), so even
-a small judge model answers with one of the prompt's two words. The words are the prompt's
+the choice ["CORRECT", "INCORRECT"] (JUDGE_CHOICES) in both spellings vLLM has used,
+guided_choice (before 0.12) and structured_outputs={"choice": ...} (0.12 on; each version
+ignores the other's field); whale_jax.serve takes either and answers with the choice of
+highest log-probability under the model, so even a small judge model answers with one of
+the prompt's two words. The words are the prompt's
 own, not "yes"/"no": the prompt asks for CORRECT or INCORRECT. Turn it off
 (`config.domain.judge.guided_choice=False`) for an endpoint that rejects unknown fields
 (hosted APIs); free-text replies are parsed the same way.
@@ -228,8 +230,8 @@ def openai_judge(base_url, model, api_key_env=None, timeout_seconds=60.0, max_re
     max_attempts, backoff_seconds: the judge's (calls per verdict before the exact-match
       fallback; a malformed reply or a failed call uses one).
     max_tokens: the judge's reply budget (WHALE: 256).
-    guided_choice: send guided_choice=JUDGE_CHOICES with every request (module docstring);
-      False for an endpoint that does not take the field.
+    guided_choice: send JUDGE_CHOICES as the allowed replies with every request (module
+      docstring); False for an endpoint that rejects the fields.
   """
   if not isinstance(guided_choice, bool):
     raise ValueError(f"guided_choice={guided_choice!r} must be True (constrain the reply to "
@@ -237,6 +239,8 @@ def openai_judge(base_url, model, api_key_env=None, timeout_seconds=60.0, max_re
   client = openai_client.OpenAICompatibleClient(
       base_url, model, api_key_env=api_key_env, timeout_seconds=timeout_seconds,
       max_retries=max_retries, max_consecutive_failures=max_consecutive_failures,
-      extra_body={"guided_choice": list(JUDGE_CHOICES)} if guided_choice else None)
+      extra_body={"guided_choice": list(JUDGE_CHOICES),
+                  "structured_outputs": {"choice": list(JUDGE_CHOICES)}}
+      if guided_choice else None)
   return LLMJudge(client_completer(client, max_tokens=max_tokens), max_attempts=max_attempts,
                   backoff_seconds=backoff_seconds)
