@@ -9,8 +9,9 @@ a CPU host.
 Needs the TPU compiler (`pip install -e '.[aot]'`: jax[tpu] with its pinned libtpu) or, for
 GPUs, jax's CUDA plugin (`pip install -e '.[aot_cuda]'`, a virtual environment of its own;
 memory analysis only: XLA does not fail a GPU program over HBM, the headroom check does); no
-TPU or GPU, no weights: every input is a jax.ShapeDtypeStruct with the NamedSharding a run would give it,
-on a mesh over the topology's devices (parallel/mesh.py, parallel/rules.py). Programs:
+TPU or GPU, no weights: every input is a jax.ShapeDtypeStruct with the NamedSharding a run
+would give it, on a mesh over the topology's devices (parallel/mesh.py, parallel/rules.py).
+Programs:
 
   rsft       the RSFT train step (train/step.py make_train_step(...).jitted, rsft.loss)
   grpo       the GRPO train step (grpo.loss) on a batch with the GRPO keys; with
