@@ -16,7 +16,10 @@ The same episodes are served, one backend after the other in one process, by:
     left-padded generate call; torch threads: the faster of --torch_threads on a probe).
 Reported per backend: episodes/s, generated tokens/s, prompt positions computed vs served
 from the cache, slot occupancy (whale_jax) or mean rows per generate call (transformers), and
-the load average. Each call generates exactly --max_tokens tokens (ignore_eos), so every
+the load average. Before timing, each whale_jax engine compiles its shapes (Engine.warm_up:
+one slot batch of as many slots as episodes, every cache length bucket from the shortest
+first prompt to --warmup_max_length); the timed part then counts XLA backend compilations
+(jax.monitoring events, independent of the engine's own counter), which should be zero. Each call generates exactly --max_tokens tokens (ignore_eos), so every
 backend does the same decode work; the model is a random Qwen3 checkpoint (bench/
 sampler_throughput.py builds them the same way) with the byte tokenizer's vocabulary.
 """
@@ -39,6 +42,7 @@ import time
 
 from absl import app
 from absl import flags
+import jax
 import torch
 import transformers
 
@@ -67,6 +71,9 @@ flags.DEFINE_string("dtype", "float32", "whale_jax weights and compute dtype.")
 flags.DEFINE_string("json_out", "", "Optional path for the results as JSON.")
 flags.DEFINE_bool("xla_single_thread", False, "Run XLA's CPU ops on one thread (read before "
                   "jax starts).")
+flags.DEFINE_integer("warmup_max_length", 0, "Longest cache length the engine warm-up "
+                     "compiles for (0: estimated from the first prompts, --turns, "
+                     "--max_tokens and 600 tokens per tool output).")
 
 CONFIGS = {  # Qwen3 shapes over the byte tokenizer's 267 ids.
     "small": dict(vocab_size=267, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
@@ -233,10 +240,17 @@ def main(_):
   with tempfile.TemporaryDirectory() as directory:
     model = build_checkpoint(directory)
     config, params = hf.load_hf(directory, dtype=FLAGS.dtype)
-  # Warm-up: the same questions with other seeds, so that the timed run meets mostly shapes
-  # compiled here; of the timed conversations the cache then holds each question's first
-  # prompt only (which its group shares anyway).
-  warmup = make_episodes(seed_offset=1000)
+  first_prompts = [len(tokenizer.apply_chat_template(
+      [{"role": "system", "content": "Answer factual questions. Search the corpus first, read "
+        "the passages, and search again if they do not settle it."},
+       {"role": "user", "content": "Question: " + e.task["question"]}],
+      add_generation_prompt=True)) for e in episodes]
+  warmup_max = FLAGS.warmup_max_length or min(4096, max(first_prompts) + FLAGS.turns * (
+      FLAGS.max_tokens + 16) + (FLAGS.turns - 1) * 600)
+  compiles = []
+  jax.monitoring.register_event_duration_secs_listener(
+      lambda event, duration, **kwargs: compiles.append(kwargs.get("fun_name"))
+      if event == "/jax/core/compile/backend_compile_duration" else None)
   for name in FLAGS.backends:
     if name == "transformers":
       probe = {}
@@ -261,17 +275,33 @@ def main(_):
     else:
       options = ({} if name == "cached" else
                  {"prefix_cache_bytes": 0, "share_identical_prompts": False})
-      with Sampler(config, params, tokenizer=tokenizer, max_slots=64, steps_per_call=16,
-                   max_cache_length=4096, **options) as sampler:
-        run_episodes(sampler, tokenizer, warmup)
+      slots = len(episodes)  # one slot per episode in flight: one slot batch shape
+      with Sampler(config, params, tokenizer=tokenizer, max_slots=slots, min_slots=slots,
+                   steps_per_call=16, max_cache_length=4096, **options) as sampler:
+        start = time.perf_counter()
+        warmup_compiles = sampler.engine.warm_up(
+            batch_sizes=[slots], min_cache_length=min(first_prompts) - 16,
+            max_cache_length=warmup_max)
+        warmup_seconds = time.perf_counter() - start
         before = sampler.metrics()
+        del compiles[:]
         elapsed, calls = run_episodes(sampler, tokenizer, episodes)
+        timed_compiles = list(compiles)
         after = sampler.metrics()
       computed = after["prefill_tokens"] - before["prefill_tokens"]
       saved = after["prefill_tokens_saved"] - before["prefill_tokens_saved"]
       busy = after["busy_seconds"] - before["busy_seconds"]
+      wait = after["device_wait_seconds"] - before["device_wait_seconds"]
+      calls_made = after["decode_calls"] - before["decode_calls"]
       extra = dict(slot_occupancy=round(after["slot_occupancy"], 3),
                    engine_busy_seconds=round(busy, 1),
+                   engine_device_wait_seconds=round(wait, 1),
+                   engine_host_ms_per_decode_call=round(1000 * (busy - wait) / calls_made, 1),
+                   decode_calls=calls_made,
+                   warmup_seconds=round(warmup_seconds, 1), warmup_compiles=warmup_compiles,
+                   warmup_cache_lengths=[min(first_prompts) - 16, warmup_max],
+                   backend_compiles_while_timed=len(timed_compiles),
+                   backend_compiled_while_timed=sorted(set(timed_compiles)),
                    prefix_cache_evictions=after["prefix_cache_evictions"],
                    compilations_while_timed=after["compilations"] - before["compilations"],
                    compiled_while_timed={

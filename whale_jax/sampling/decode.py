@@ -20,15 +20,19 @@ layers on axis 0 and rows on axis 1, and "key"/"value" have cache positions on a
 
 A prompt of T0 tokens is prefilled without its last token (T0 - 1 positions) into a small
 stacked cache of its own, which is then copied into each of its n slots: one prefill per
-prompt, whatever n. The prompt's last token is the slot's first decode input, so every
-generated token, the first included, comes out of the same decode step.
+prompt, whatever n. Every prefill runs in chunks of a fixed number of tokens per row (a loop
+whose trip count is the only thing that depends on the prompt), with or without a cached
+prefix, so a position's KV is computed by the same operations either way. The prompt's last
+token is the slot's first decode input, so every generated token, the first included, comes
+out of the same decode step.
 
 Prefix cache pages (the block pool): {"key", "value": [L, N, Z, K, H]} (N pages of Z = block
 size positions, stacked over layers like kv_cache), plus nothing else: a page holds one block's
 KV and the host index (prefix_cache.py) knows which. prefill_with_prefix gathers a prompt's
-cached pages into its prefill cache and computes only the rest; save_blocks copies blocks out of
-a prefill cache or out of decode slots into pages. Pages are replicated over batch shards and
-split over key/value heads like the slot cache (pool_logical_axes).
+cached pages into its prefill cache, computes only the rest and writes its new full blocks to
+pages in the same call; save_blocks copies blocks out of decode slots into pages. Pages are
+replicated over batch shards and split over key/value heads like the slot cache
+(pool_logical_axes).
 
 The engine jits these functions; none of them knows about requests, threads or text.
 """
@@ -75,18 +79,36 @@ def slots_logical_axes(config, unrolled):
           "top_p": ("batch",), "stop_ids": ("batch", None)}
 
 
-def prefill(params, config, tokens, lengths):
-  """Stacked cache of P right-padded prompts.
+def prefill(params, config, tokens, lengths, chunk=64):
+  """Stacked cache of P right-padded prompts, computed chunk tokens per row at a time.
 
   Args:
     tokens: [P, T] int32, row p's first lengths[p] tokens are real.
     lengths: [P] int32 (may be 0).
+    chunk: static int (prefill_with_prefix's chunk: both compute a position alike).
   Returns:
     kv_cache tree with P rows of T positions, "length" included.
   """
   cache = kv_cache.init(config, tokens.shape[0], tokens.shape[1])
-  _, cache = decoder.forward_with_cache(params, config, tokens, cache, num_new_tokens=lengths)
-  return cache
+  return _prefill_chunks(params, config, tokens, lengths, cache, chunk)
+
+
+def _prefill_chunks(params, config, tokens, lengths, cache, chunk):
+  """cache with row p's positions cache["length"][p] .. lengths[p] - 1 computed, chunk per
+  row and loop step (as many steps as the longest rest needs: zero when nothing is to do)."""
+  start = cache["length"]
+  rest = lengths - start
+  num_chunks = (jnp.max(rest) + chunk - 1) // chunk
+
+  def body(step, cache):
+    index = start[:, None] + step * chunk + jnp.arange(chunk)[None, :]
+    chunk_tokens = jnp.take_along_axis(tokens, jnp.minimum(index, tokens.shape[1] - 1), axis=1)
+    count = jnp.clip(rest - step * chunk, 0, chunk)
+    _, cache = decoder.forward_with_cache(params, config, chunk_tokens, cache,
+                                          num_new_tokens=count)
+    return cache
+
+  return jax.lax.fori_loop(0, num_chunks, body, cache)
 
 
 def init_pool(config, num_blocks, block_size):
@@ -107,21 +129,25 @@ def grow_pool(pool, num_blocks):
   return {name: _resize(leaf, 1, num_blocks) for name, leaf in pool.items()}
 
 
-def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths, chunk):
-  """Stacked cache of P prompts whose first prefix_lengths[p] positions come from pool pages.
+def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths,
+                        save_pages, chunk):
+  """Stacked cache of P prompts whose first prefix_lengths[p] positions come from pool pages,
+  and the pool with blocks of it saved.
 
-  The rest of each row is computed chunk tokens at a time (a loop as long as the longest
-  rest needs), so shapes depend on P and S only, whatever the split between cached and new.
+  The rest of each row is computed as prefill() does (chunk tokens at a time, chunks starting
+  at the row's prefix length), so shapes depend on P and S only, whatever the split between
+  cached and new. Then block j of row p is copied into page save_pages[p, j] (>= N: not).
 
   Args:
     tokens: [P, S] int32, each row's prompt positions from 0 (right-padded).
     lengths: [P] int32, positions to fill in each row (cached prefix included).
-    pool: the block pool.
+    pool: the block pool (donated by the engine).
     pages: [P, S // Z] int32, row p's cached pages in order; the rest >= N (zeros).
     prefix_lengths: [P] int32, a multiple of the block size each, <= lengths.
+    save_pages: [P, S // Z] int32, the page each full new block goes to (>= N: none).
     chunk: static int, tokens computed per row and loop step.
   Returns:
-    kv_cache tree with P rows of S positions, length = lengths.
+    (kv_cache tree with P rows of S positions, length = lengths; the pool)
   """
   num_rows, num_pages = pages.shape
   cache = {"length": prefix_lengths}
@@ -129,18 +155,14 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     gathered = jnp.take(pool[name], pages, axis=1, mode="fill", fill_value=0)  # [L,P,S/Z,Z,K,H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
-  rest = lengths - prefix_lengths
-  num_chunks = (jnp.max(rest) + chunk - 1) // chunk
-
-  def body(step, cache):
-    index = prefix_lengths[:, None] + step * chunk + jnp.arange(chunk)[None, :]
-    chunk_tokens = jnp.take_along_axis(tokens, jnp.minimum(index, tokens.shape[1] - 1), axis=1)
-    count = jnp.clip(rest - step * chunk, 0, chunk)
-    _, cache = decoder.forward_with_cache(params, config, chunk_tokens, cache,
-                                          num_new_tokens=count)
-    return cache
-
-  return jax.lax.fori_loop(0, num_chunks, body, cache)
+  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk)
+  saved = {}
+  for name in ("key", "value"):
+    leaf = cache[name]  # [L, P, S, K, H]
+    blocks = leaf.reshape(leaf.shape[0], num_rows * num_pages, -1, *leaf.shape[3:])
+    saved[name] = pool[name].at[:, save_pages.reshape(-1)].set(
+        blocks.astype(pool[name].dtype), mode="drop")
+  return cache, saved
 
 
 def save_blocks(pool, cache, rows, blocks, pages, unrolled):

@@ -63,9 +63,26 @@ def length_bucket(length):
   return size
 
 
+def length_buckets(up_to):
+  """The length buckets 32, 48, 64, ... up to the first >= up_to."""
+  buckets = [MIN_LENGTH_BUCKET]
+  while buckets[-1] < up_to:
+    buckets.append(length_bucket(buckets[-1] + 1))
+  return buckets
+
+
 def power_of_two_bucket(count, minimum=1):
   """Smallest power of two >= count and >= minimum (a power of two)."""
   return max(minimum, 1 << max(0, int(count) - 1).bit_length())
+
+
+def save_bucket(count):
+  """Blocks per copy from decode slots into the pool: the smallest power of 16 >= count, at
+  least 16 (copies are small; few shapes matter more)."""
+  size = 16
+  while size < count:
+    size *= 16
+  return size
 
 
 def power_of_four_bucket(count, minimum=1):
@@ -137,7 +154,7 @@ def _counted(name, function):
 
 @functools.lru_cache(maxsize=16)
 def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rules_items,
-                      block_size):
+                      block_size, prefill_chunk=PREFILL_CHUNK):
   """The engine's jitted functions, shared by engines with the same settings (one compile)."""
   slot_shardings = pool_shardings = None
   if mesh is not None:
@@ -146,11 +163,11 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
     pool_shardings = rules_lib.shardings(decode.pool_logical_axes(), mesh, dict(rules_items))
 
   def prefill_call(params, tokens, lengths):
-    return decode.prefill(params, config, tokens, lengths)
+    return decode.prefill(params, config, tokens, lengths, prefill_chunk)
 
-  def prefill_prefix_call(params, tokens, lengths, pool, pages, prefix_lengths):
+  def prefill_prefix_call(params, tokens, lengths, pool, pages, prefix_lengths, save_pages):
     return decode.prefill_with_prefix(params, config, tokens, lengths, pool, pages,
-                                      prefix_lengths, PREFILL_CHUNK)
+                                      prefix_lengths, save_pages, prefill_chunk)
 
   def decode_call(params, layers, slots, cancel, num_steps, stop_early, transposed):
     return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
@@ -161,14 +178,13 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
           decode.init_slots, config, num_stop_ids=num_stop_ids, unrolled=unrolled)),
                    static_argnums=(0, 1), out_shardings=slot_shardings),
       prefill=jax.jit(_counted("prefill", prefill_call)),
-      prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call)),
+      prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call), donate_argnums=3,
+                             out_shardings=(None, pool_shardings)),
       init_pool=jax.jit(_counted("init_pool", functools.partial(
           decode.init_pool, config, block_size=block_size)), static_argnums=0,
                         out_shardings=pool_shardings),
       grow_pool=jax.jit(_counted("grow_pool", decode.grow_pool), static_argnums=1,
                         donate_argnums=0, out_shardings=pool_shardings),
-      save_prefill=jax.jit(_counted("save_blocks", functools.partial(
-          decode.save_blocks, unrolled=False)), donate_argnums=0, out_shardings=pool_shardings),
       save_slots=jax.jit(_counted("save_blocks", functools.partial(
           decode.save_blocks, unrolled=unrolled)), donate_argnums=0,
                          out_shardings=pool_shardings),
@@ -296,6 +312,7 @@ class Engine:
     self._compilations = collections.Counter()
     self._metrics = collections.Counter()
     self._max_queue_wait_seconds = 0.0
+    self._warm_job = None  # (function, Future) for the engine thread: warm_up()
     self.prefix_block_size = prefix_block_size
     block_bytes = prefix_block_size * token_bytes
     if prefix_cache_bytes and prefix_cache_bytes < block_bytes:
@@ -369,9 +386,7 @@ class Engine:
         raise RuntimeError("The sampler engine is closed; create a new Sampler.")
       self._queue.extend(built)
       if self._thread is None:
-        self._thread = threading.Thread(target=self._run, name="whale_jax-sampler",
-                                        daemon=True)
-        self._thread.start()
+        self._start_thread()
       self._wakeup.notify()
     return [request.future for request in built]
 
@@ -391,12 +406,14 @@ class Engine:
   def metrics(self):
     """Counters and rates since the engine started (see docs of each key below).
 
-    generated_tokens, prefill_tokens (prompt positions computed), prefill_tokens_saved
-    (prompt positions served from the prefix cache or shared with an identical prompt
-    admitted at the same time), completed_requests, decode_calls; tokens_per_second
-    (generated tokens per second of engine busy time); slot_occupancy (mean fraction of slots
-    generating per decode step); mean/max queue_wait_seconds (submit to admission);
-    prefix_cache_blocks (cached now), prefix_cache_pool_blocks (pages allocated),
+    busy_seconds (engine thread working), device_wait_seconds (of which waiting for decode
+    results: the device's share, queued prefills included; the rest is host work and
+    compilation); generated_tokens, prefill_tokens (prompt positions computed),
+    prefill_tokens_saved (prompt positions served from the prefix cache or shared with an
+    identical prompt admitted at the same time), completed_requests, decode_calls;
+    tokens_per_second (generated tokens per second of engine busy time); slot_occupancy (mean
+    fraction of slots generating per decode step); mean/max queue_wait_seconds (submit to
+    admission); prefix_cache_blocks (cached now), prefix_cache_pool_blocks (pages allocated),
     prefix_cache_evictions; compilations (total) and compilations_by_function.
     """
     with self._lock, _COUNTER_LOCK:
@@ -416,6 +433,7 @@ class Engine:
         "completed_requests": metrics.get("completed_requests", 0),
         "decode_calls": metrics.get("decode_calls", 0),
         "busy_seconds": busy,
+        "device_wait_seconds": metrics.get("device_wait_seconds", 0.0),
         "tokens_per_second": metrics.get("generated_tokens", 0) / busy if busy else 0.0,
         "slot_occupancy": metrics.get("generated_tokens", 0) / slot_steps if slot_steps else 0.0,
         "mean_queue_wait_seconds": (metrics.get("queue_wait_seconds", 0.0) / admitted
@@ -425,6 +443,118 @@ class Engine:
         "compilations": sum(compilations.values()),
         "compilations_by_function": compilations,
     }
+
+  def warm_up(self, batch_sizes=None, max_cache_length=None,
+              min_cache_length=MIN_LENGTH_BUCKET):
+    """Compiles every device function for every shape the engine can meet within bounds.
+
+    Like a GPU server capturing its graphs at start-up: afterwards, requests whose slot
+    batches are among batch_sizes and whose cache lengths (prompt + max_tokens, and what
+    the slots hold meanwhile) lie in [min_cache_length, max_cache_length] compile nothing.
+    Shapes: per slot batch B and cache length bucket S, the decode call, the prefill of each
+    row count it can use, its insert into the slots, the block copies out of the slots, and
+    the relayouts to the neighbouring batch and length buckets; plus the random-key folds.
+    Each runs on empty inputs (no slot generating, nothing to prefill), so this costs the
+    compilations only.
+
+    Args:
+      batch_sizes: slot batch sizes (each rounded up to a bucket; default all of them, from
+        min_slots to max_slots).
+      max_cache_length: largest cache length (default the engine's max_cache_length).
+      min_cache_length: smallest cache length.
+    Returns:
+      The number of compilations made.
+    Call it before the first request. It runs on the engine thread, whose compilation caches
+    are the ones serving uses (JAX keeps some of them per thread).
+    """
+    future = concurrent.futures.Future()
+    with self._lock:
+      if self._closed:
+        raise RuntimeError("The sampler engine is closed; create a new Sampler.")
+      if self._slots is not None or self._queue or self._warm_job is not None:
+        raise RuntimeError("warm_up() must come before the first request (the engine is "
+                           "already serving).")
+      self._warm_job = (functools.partial(self._warm_up, batch_sizes, max_cache_length,
+                                          min_cache_length), future)
+      if self._thread is None:
+        self._start_thread()
+      self._wakeup.notify()
+    return future.result()
+
+  def _warm_up(self, batch_sizes, max_cache_length, min_cache_length):
+    """warm_up() on the engine thread."""
+    params = self._params
+    before = sum(self._compilations.values())
+    try:
+      buckets = self._batch_buckets()
+      if batch_sizes is None:
+        batch_sizes = buckets
+      sizes = sorted({min(self.max_slots, power_of_two_bucket(b, self.min_slots))
+                      for b in batch_sizes})
+      top = length_bucket(min(max_cache_length or self.max_cache_length,
+                              self.max_cache_length))
+      lengths = [x for x in length_buckets(top) if x >= length_bucket(min_cache_length)]
+      count = 1
+      while count <= power_of_two_bucket(self.max_slots):
+        categorical.sample_rngs([(0, 0, 0)] * count)
+        count *= 2
+      if self._index is not None:
+        self._ensure_pool()
+      for batch_size in sizes:
+        self._slot_samples = [None] * batch_size
+        layers = (self._prepared_layers(params, transposed=batch_size > 1) if self.unrolled
+                  else None)
+        rows = sorted({self._prefill_rows(n) for n in range(1, batch_size + 1)})
+        for cache_length in lengths:
+          slots = self._call(self._functions.init, batch_size, cache_length)
+          slots, _, _ = self._call(
+              self._functions.decode, params, layers, slots,
+              np.zeros((batch_size,), bool), np.int32(self.steps_per_call), np.bool_(False),
+              batch_size > 1)
+          for num_rows in rows:
+            prefilled = self._warm_prefill(params, num_rows, cache_length)
+            slots = self._call(self._functions.insert, slots, prefilled,
+                               self._empty_insert(batch_size))
+          if self._index is not None:
+            blocks = 16
+            while blocks <= save_bucket(batch_size * cache_length // self.prefix_block_size):
+              nothing = np.full((blocks,), _NO_PAGE, np.int32)
+              self._pool = self._call(self._functions.save_slots, self._pool, slots["cache"],
+                                      np.zeros((blocks,), np.int32),
+                                      np.zeros((blocks,), np.int32), nothing)
+              blocks *= 16
+          neighbours = [(batch_size, x) for x in lengths if x in (
+              length_bucket(cache_length + 1),) and x != cache_length]
+          neighbours += [(x, cache_length) for x in buckets if x in sizes and x != batch_size
+                         and abs(buckets.index(x) - buckets.index(batch_size)) == 1]
+          for other_batch, other_length in neighbours:
+            self._call(self._functions.relayout, slots, np.arange(other_batch, dtype=np.int32),
+                       other_length)
+            other = self._call(self._functions.init, other_batch, other_length)
+            self._call(self._functions.relayout, other,
+                       np.arange(batch_size, dtype=np.int32), cache_length)
+      jax.block_until_ready(self._pool)
+    except Exception:
+      self._pool = None  # a failed call may have consumed its donated buffers
+      raise
+    finally:
+      self._slot_samples = []
+    return sum(self._compilations.values()) - before
+
+  def _warm_prefill(self, params, num_rows, cache_length):
+    """A prefill of num_rows empty prompts into a cache of cache_length (compiles it)."""
+    tokens = np.zeros((num_rows, cache_length), np.int32)
+    lengths = np.zeros((num_rows,), np.int32)
+    if self._index is None:
+      return self._call(self._functions.prefill, params, tokens, lengths)
+    nothing = np.full((num_rows, cache_length // self.prefix_block_size), _NO_PAGE, np.int32)
+    prefilled, self._pool = self._call(self._functions.prefill_prefix, params, tokens, lengths,
+                                       self._pool, nothing, lengths, nothing)
+    return prefilled
+
+  def _start_thread(self):  # with self._lock held
+    self._thread = threading.Thread(target=self._run, name="whale_jax-sampler", daemon=True)
+    self._thread.start()
 
   def close(self):
     """Stops the engine thread after the requests in flight; later submits raise."""
@@ -488,8 +618,18 @@ class Engine:
   def _run(self):
     while True:
       with self._lock:
-        while not self._queue and not self._has_active() and not self._closed:
+        while (not self._queue and not self._has_active() and not self._closed
+               and self._warm_job is None):
           self._wakeup.wait()
+        job, self._warm_job = self._warm_job, None
+      if job is not None:
+        function, future = job
+        try:
+          future.set_result(function())
+        except Exception as error:  # pylint: disable=broad-except
+          future.set_exception(error)
+        continue
+      with self._lock:
         if self._closed and not self._queue and not self._has_active():
           return
         admitted = self._take_admissible()
@@ -549,9 +689,12 @@ class Engine:
     with self._lock:
       waiting = bool(self._queue)
     self._slots, tokens, logprobs = self._call(
-        self._functions.decode, params, layers, self._slots, jnp.asarray(cancel),
-        jnp.int32(self.steps_per_call), jnp.bool_(waiting), batch_size > 1)
+        self._functions.decode, params, layers, self._slots, cancel,
+        np.int32(self.steps_per_call), np.bool_(waiting), batch_size > 1)
+    waited = time.perf_counter()
     tokens, logprobs = jax.device_get((tokens, logprobs))
+    with self._lock:  # the device's share of the round (async prefill work included)
+      self._metrics["device_wait_seconds"] += time.perf_counter() - waited
     finished = []
     completed = self._collect(tokens, logprobs, finished)
     if self._index is not None:
@@ -599,16 +742,45 @@ class Engine:
                                   4 * wanted_batch <= old_batch) else old_batch
     cache_length = wanted_length if (wanted_length > old_length or
                                      2 * wanted_length <= old_length) else old_length
-    if (batch_size, cache_length) == (old_batch, old_length):
-      return
+    # One bucket at a time (batch first, then cache length), so that only neighbouring
+    # shapes are ever relaid: a set warm_up() can compile ahead.
+    for step_batch, step_length in self._relayout_path(
+        (old_batch, old_length), (batch_size, cache_length)):
+      self._relayout(active, step_batch, step_length)
+
+  def _relayout_path(self, start, target):
+    """The (batch, cache length) shapes from start to target, one bucket per step."""
+    batches = self._batch_buckets()
+    path, (batch_size, cache_length) = [], start
+    while batch_size != target[0]:
+      index = batches.index(batch_size)
+      batch_size = batches[index + 1 if target[0] > batch_size else index - 1]
+      path.append((batch_size, cache_length))
+    lengths = length_buckets(max(cache_length, target[1]))
+    while cache_length != target[1]:
+      index = lengths.index(cache_length)
+      cache_length = lengths[index + 1 if target[1] > cache_length else index - 1]
+      path.append((batch_size, cache_length))
+    return path
+
+  def _batch_buckets(self):
+    """Every slot batch size the engine uses, ascending."""
+    sizes, size = [], self.min_slots
+    while size < self.max_slots:
+      sizes.append(size)
+      size *= 2
+    return sizes + [self.max_slots]
+
+  def _relayout(self, active, batch_size, cache_length):
+    old_batch = len(self._slot_samples)
     if batch_size < old_batch:  # compact the active samples to the front
       rows = [sample.slot for sample in active]
       self._to_cancel.clear()  # cancelled slots hold no active sample and are dropped
     else:  # keep every slot where it is
-      rows = list(range(old_batch))
+      rows = list(range(min(old_batch, batch_size)))
     rows += [old_batch] * (batch_size - len(rows))  # out of range: a free slot
     self._slots = self._call(self._functions.relayout, self._slots,
-                             jnp.asarray(rows, jnp.int32), cache_length)
+                             np.asarray(rows, np.int32), cache_length)
     samples = [None] * batch_size
     for new_slot, old_slot in enumerate(rows):
       if old_slot < old_batch and self._slot_samples[old_slot] is not None:
@@ -654,10 +826,15 @@ class Engine:
         group.append(order.pop(0))
       self._prefill_group(params, group, free, rng_of, pinned)
 
+  def _prefill_rows(self, count):
+    """Rows of a prefill of count prompts: a power of four, at most the slot batch."""
+    return min(power_of_four_bucket(count, self._min_prefill_rows),
+               max(len(self._slot_samples), self._min_prefill_rows))
+
   def _prefill_group(self, params, group, free, rng_of, pinned):
-    num_prompts = power_of_four_bucket(len(group), self._min_prefill_rows)
+    num_prompts = self._prefill_rows(len(group))
     size = self.prefix_block_size
-    total_length = length_bucket(max(len(r.prompt) - 1 for r in group))
+    total_length = self._current_cache_length()  # the slots' (>= every prompt): few shapes
     prefix = np.zeros((num_prompts,), np.int32)
     for row, group_row in enumerate(group):
       prefix[row] = group_row.prefix_length(size)
@@ -666,26 +843,23 @@ class Engine:
     for row, group_row in enumerate(group):
       tokens[row, :len(group_row.prompt) - 1] = group_row.prompt[:-1]
       lengths[row] = len(group_row.prompt) - 1 - prefix[row]
-    if prefix.any():
+    if self._index is not None:
       pages = np.full((num_prompts, total_length // size), _NO_PAGE, np.int32)
+      save_pages = np.full((num_prompts, total_length // size), _NO_PAGE, np.int32)
       for row, group_row in enumerate(group):
         pages[row, :len(group_row.pages)] = group_row.pages
-      prefilled = self._call(self._functions.prefill_prefix, params, jnp.asarray(tokens),
-                             jnp.asarray(lengths + prefix), self._pool, jnp.asarray(pages),
-                             jnp.asarray(prefix))
+        for block, page in self._index.insert(group_row.prompt[:-1], pinned):
+          save_pages[row, block] = page
+      self._ensure_pool()
+      prefilled, self._pool = self._call(self._functions.prefill_prefix, params, tokens,
+                                         lengths + prefix, self._pool, pages, prefix,
+                                         save_pages)
     else:
-      prefilled = self._call(self._functions.prefill, params, jnp.asarray(tokens),
-                             jnp.asarray(lengths))
+      prefilled = self._call(self._functions.prefill, params, tokens, lengths)
     samples = [(row, s) for row, group_row in enumerate(group) for r in group_row.requests
                for s in r.samples]
-    count = power_of_four_bucket(len(samples))
     batch_size = len(self._slot_samples)
-    new = {"slot": np.full((count,), batch_size, np.int32),
-           "row": np.zeros((count,), np.int32), "token": np.zeros((count,), np.int32),
-           "rng": np.zeros((count, 2), np.uint32), "remaining": np.zeros((count,), np.int32),
-           "temperature": np.ones((count,), np.float32), "top_k": np.zeros((count,), np.int32),
-           "top_p": np.ones((count,), np.float32),
-           "stop_ids": np.full((count, self.num_stop_ids), decode.NO_TOKEN, np.int32)}
+    new = self._empty_insert(batch_size)
     for m, (row, sample) in enumerate(samples):
       request = sample.request
       slot = free.pop(0)
@@ -699,33 +873,29 @@ class Engine:
       new["top_k"][m] = request.params.top_k
       new["top_p"][m] = request.params.top_p
       new["stop_ids"][m, :len(request.stop_ids)] = request.stop_ids
-    self._slots = self._call(self._functions.insert, self._slots, prefilled,
-                             {name: jnp.asarray(value) for name, value in new.items()})
-    if self._index is not None:
-      writes = [(row, block, page) for row, group_row in enumerate(group)
-                for block, page in self._index.insert(group_row.prompt[:-1], pinned)]
-      self._save_blocks(self._functions.save_prefill, prefilled, writes)
+    self._slots = self._call(self._functions.insert, self._slots, prefilled, new)
     needed = sum(len(r.prompt) - 1 for group_row in group for r in group_row.requests)
     with self._lock:
       self._metrics["prefill_tokens"] += int(lengths.sum())
       self._metrics["prefill_tokens_saved"] += needed - int(lengths.sum())
 
-  def _save_blocks(self, function, cache, writes):
-    """Copies (row, block, page) blocks of cache into the pool, growing the pool first."""
-    if not writes:
-      return
+  def _empty_insert(self, batch_size):
+    """insert()'s arrays for as many samples as slots, all padding (slot batch_size)."""
+    return {"slot": np.full((batch_size,), batch_size, np.int32),
+            "row": np.zeros((batch_size,), np.int32), "token": np.zeros((batch_size,), np.int32),
+            "rng": np.zeros((batch_size, 2), np.uint32),
+            "remaining": np.zeros((batch_size,), np.int32),
+            "temperature": np.ones((batch_size,), np.float32),
+            "top_k": np.zeros((batch_size,), np.int32),
+            "top_p": np.ones((batch_size,), np.float32),
+            "stop_ids": np.full((batch_size, self.num_stop_ids), decode.NO_TOKEN, np.int32)}
+
+  def _ensure_pool(self):
+    """Allocates the block pool (all of it: one shape) or grows it to the index's size."""
     if self._pool is None:
       self._pool = self._call(self._functions.init_pool, self._index.pool_blocks)
     elif self._pool["key"].shape[1] < self._index.pool_blocks:
       self._pool = self._call(self._functions.grow_pool, self._pool, self._index.pool_blocks)
-    count = power_of_four_bucket(len(writes))
-    rows = np.zeros((count,), np.int32)
-    blocks = np.zeros((count,), np.int32)
-    pages = np.full((count,), _NO_PAGE, np.int32)
-    for m, (row, block, page) in enumerate(writes):
-      rows[m], blocks[m], pages[m] = row, block, page
-    self._pool = self._call(function, self._pool, cache, jnp.asarray(rows),
-                            jnp.asarray(blocks), jnp.asarray(pages))
 
   def _save_finished(self, finished):
     """Caches the full blocks of each finished sample's prompt + completion (their KV is in
@@ -737,7 +907,17 @@ class Engine:
       sequence = sample.request.prompt + tuple(sample.token_ids)
       writes += [(sample.slot, block, page)
                  for block, page in self._index.insert(sequence[:-1], pinned)]
-    self._save_blocks(self._functions.save_slots, self._slots["cache"], writes)
+    if not writes:
+      return
+    self._ensure_pool()
+    count = save_bucket(len(writes))
+    rows = np.zeros((count,), np.int32)
+    blocks = np.zeros((count,), np.int32)
+    pages = np.full((count,), _NO_PAGE, np.int32)
+    for m, (row, block, page) in enumerate(writes):
+      rows[m], blocks[m], pages[m] = row, block, page
+    self._pool = self._call(self._functions.save_slots, self._pool, self._slots["cache"],
+                            rows, blocks, pages)
 
   def _collect(self, tokens, logprobs, finished):
     """Appends a decode call's tokens to their samples; returns completed requests and adds
