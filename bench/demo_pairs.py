@@ -2,6 +2,7 @@ r"""Test mean@k of (weights, harness) pairs taken from finished demo runs, on th
 
   python bench/demo_pairs.py --run=runs/demo                       # the 3x3 of a compare run
   python bench/demo_pairs.py --run=runs/demo --weights=start,whale --harnesses=h0,whale
+  python bench/demo_pairs.py --run=runs/demo --pairs=start/whale,whale/h0
   python bench/demo_pairs.py --harness_file=h.py --max_questions=48  # the shipped solver only
 
 Weights: "start" (the config's initial weights) or a method of the compare run in --run (its
@@ -33,7 +34,9 @@ from whale_jax.algorithms import config_check
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.harness import Harness
+from whale_jax.parallel import rules
 from whale_jax.train import checkpoint as checkpoint_lib
+from whale_jax.train import train_state
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", "configs/demo.py", "The run's config file (with its :args).")
@@ -43,6 +46,8 @@ flags.DEFINE_string("run", "", "A finished compare run's workdir.")
 flags.DEFINE_list("weights", [], "start and/or methods of --run (default: start + methods).")
 flags.DEFINE_list("harnesses", [], "h0 and/or methods of --run (default: h0 + methods).")
 flags.DEFINE_multi_string("harness_file", [], "Harness source files to evaluate as well.")
+flags.DEFINE_list("pairs", [], "Only these weights/harness pairs (e.g. start/whale,whale/h0) "
+                  "instead of every weights x harness combination.")
 flags.DEFINE_integer("max_questions", 0, "Evaluate only the first N test questions (0: all).")
 flags.DEFINE_list("differences", [], "Paired differences to print: weights/harness-"
                   "weights/harness, e.g. whale/whale-whale/harness_only.")
@@ -83,12 +88,25 @@ def checkpoint_dir(run_dir, method):
 
 
 def build_at(config, scratch, source_checkpoints=None):
-  """A Run in scratch/ at the config's initial weights, or restored from a copy of
-  source_checkpoints (so the source workdir is never written)."""
+  """(Run in scratch/ at the config's initial weights, or at the weights of the newest
+  checkpoint in source_checkpoints; that checkpoint's incumbent Harness, else None).
+
+  Only the train state and the loop state's "incumbent" are read from the checkpoint (not
+  the rest of the loop state), from a copy: the source directory is never written."""
   os.makedirs(scratch, exist_ok=True)
-  if source_checkpoints is not None:
-    shutil.copytree(source_checkpoints, os.path.join(scratch, "checkpoints"))
-  return builders.build_run(config, scratch, show_progress=False)
+  run = builders.build_run(config, scratch, show_progress=False)
+  if source_checkpoints is None:
+    return run, None
+  copy = os.path.join(scratch, "source_checkpoints")
+  shutil.copytree(source_checkpoints, copy)
+  manager = checkpoint_lib.make_manager(copy, max_to_keep=None)
+  try:
+    state, extra = checkpoint_lib.restore(manager, train_state.abstract(
+        run.policy.model_config, run.policy.optimizer, run.policy.mesh, rules.TRAIN_RULES))
+  finally:
+    checkpoint_lib.close(manager)
+  run.policy.set_state(state)
+  return run, Harness(extra["loop"]["incumbent"], origin="incumbent")
 
 
 def evaluate(run, harness, max_questions=0):
@@ -116,8 +134,10 @@ def close(run):
   run.log.close()
 
 
-def evaluate_pairs(config, run_dir, weights, harnesses, harness_files=(), max_questions=0):
-  """{"weights/harness": {question id: mean}} for every pair; see the module docstring."""
+def evaluate_pairs(config, run_dir, weights, harnesses, harness_files=(), max_questions=0,
+                   only=None):
+  """{"weights/harness": {question id: mean}} for every pair (or only those named in only);
+  see the module docstring."""
   config_check.check(config, tempfile.gettempdir())
   methods = [m for m in list(weights) + list(harnesses) if m not in ("start", "h0")]
   if methods and not run_dir:
@@ -127,21 +147,22 @@ def evaluate_pairs(config, run_dir, weights, harnesses, harness_files=(), max_qu
   try:
     incumbents = {}
     for method in set(methods):
-      run = build_at(config, os.path.join(scratch_root, f"read_{method}"),
-                     checkpoint_dir(run_dir, method))
-      incumbents[method] = loop.incumbent(run)
+      run, incumbents[method] = build_at(config, os.path.join(scratch_root, f"read_{method}"),
+                                         checkpoint_dir(run_dir, method))
       close(run)
     for path in harness_files:
       named[os.path.basename(path)] = Harness.from_file(path)
     results = {}
     for weight in weights:
       source = None if weight == "start" else checkpoint_dir(run_dir, weight)
-      run = build_at(config, os.path.join(scratch_root, f"weights_{weight}"), source)
+      run, _ = build_at(config, os.path.join(scratch_root, f"weights_{weight}"), source)
       try:
-        choices = {name: run.domain.seed_harness if name == "h0" else incumbents[name]
-                   for name in harnesses}
+        choices = {name: Harness(run.domain.seed_harness, origin="seed") if name == "h0"
+                   else incumbents[name] for name in harnesses}
         choices.update(named)
         for name, harness in choices.items():
+          if only and f"{weight}/{name}" not in only:
+            continue
           results[f"{weight}/{name}"] = evaluate(run, harness, max_questions)
           mean = float(np.mean(list(results[f"{weight}/{name}"].values())))
           print(f"{weight:>14} weights, {name:>14} harness: test mean@k {mean:.3f} "
@@ -159,8 +180,14 @@ def main(argv):
   methods = list(config.get("methods", ())) if FLAGS.run else []
   weights = FLAGS.weights or ["start"] + methods
   harnesses = FLAGS.harnesses or (["h0"] + methods if not FLAGS.harness_file or methods else [])
+  if FLAGS.pairs:
+    bad = [pair for pair in FLAGS.pairs if pair.count("/") != 1]
+    if bad:
+      raise ValueError(f"--pairs={','.join(bad)}: write weights/harness, e.g. start/whale.")
+    weights = list(dict.fromkeys(pair.split("/")[0] for pair in FLAGS.pairs))
+    harnesses = list(dict.fromkeys(pair.split("/")[1] for pair in FLAGS.pairs))
   results = evaluate_pairs(config, FLAGS.run, weights, harnesses, FLAGS.harness_file,
-                           FLAGS.max_questions)
+                           FLAGS.max_questions, only=set(FLAGS.pairs))
   for difference in FLAGS.differences:
     first, separator, second = difference.partition("-")
     if not separator or first not in results or second not in results:
