@@ -125,7 +125,10 @@ def _vace_config(schedule="alternate", num_cycles=3):
   return config
 
 
-def _check_selected_is_cycle_0(workdir, summary, observer):
+def _check_selected_is_cycle_0(workdir, summary, observer, validation_hashes=None):
+  """validation_hashes: {weights_id: parameter hash} seen at the gates (default observer's;
+  a resumed run's own process did not see the gates run before it was killed)."""
+  validation_hashes = validation_hashes or observer.validation_hashes
   decisions = _rows(os.path.join(workdir, "gate_decisions.jsonl"))
   first = decisions[0]
   assert first["accepted"] and first["candidate_mean"] == 0.5
@@ -137,8 +140,8 @@ def _check_selected_is_cycle_0(workdir, summary, observer):
   # The final test ran at cycle 0's parameters (hashed when its gate ran) and harness, not
   # at the last ones; the summary and the saved test episodes name that pair.
   final = observer.tests[-1]
-  assert final["params"] == observer.validation_hashes[first["weights_id"]]
-  assert final["params"] != observer.validation_hashes[last["weights_id"]]
+  assert final["params"] == validation_hashes[first["weights_id"]]
+  assert final["params"] != validation_hashes[last["weights_id"]]
   assert final["harness_hash"] == first["candidate"] != last["candidate"]
   assert summary["final_test_mean"] == final["test_mean"]
   assert summary["incumbent_hash"] == first["candidate"]
@@ -181,7 +184,7 @@ def test_a_run_killed_after_the_best_weights_were_saved_resumes_to_the_same_pair
       with pytest.raises(Killed):
         experiment.run(_vace_config(), workdir, show_progress=False)
     monkeypatch.undo()
-  _check_selected_is_cycle_0(workdir, summary, observer)
+  _check_selected_is_cycle_0(workdir, summary, observer, reference.validation_hashes)
   assert observer.tests[-1]["params"] == reference.tests[-1]["params"]
   for key in ("final_test_mean", "selected_by_validation", "pairs", "counts", "weight_steps",
               "incumbent_hash", "final_per_task"):
