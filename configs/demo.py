@@ -4,7 +4,9 @@ The solver is whale_jax/assets/demo_solver (trained by configs/embedded_solver.p
 worlds); the task is a synthetic multi-hop QA world it has never seen, under the compact seed
 harness (two turns, top-1 passage cut to 12 words). Every method starts from the same
 (weights, harness) and spends the same budget of training rollouts; test mean@k is paired
-(same questions, same seeds). Prints a table and writes workdir/best_so_far.png.
+(same questions, same seeds). Prints a table and what WHALE changed and when, and writes
+workdir/best_so_far.png and workdir/changes.md; bench/demo_pairs.py scores (weights,
+harness) pairs across the methods' final checkpoints on the same questions.
 
   python -m whale_jax.main --config=configs/demo.py --workdir=runs/demo
   python -m whale_jax.main --config=configs/demo.py --config.loop.seed=1 --workdir=runs/demo1
