@@ -289,6 +289,25 @@ def test_demonstrations_are_only_teacher_proposals_that_raised_the_score(tmp_pat
   assert rollouts == 5 * NUM_TASKS
 
 
+class UnreachableTeacher:
+  name = "unreachable"
+
+  def propose(self, context, n):
+    raise ConnectionError("connection refused")
+
+
+def test_a_teacher_call_without_a_reply_is_neither_judged_nor_archived(tmp_path):
+  domain, scoring, evaluate, context, archive, report = _context(tmp_path)
+  before = len(archive.candidates)
+  good = ScriptedTeacher("library", [_patch_reply('PROMPT = "BETTER Answer: {question}"')])
+  rows, revisions, rollouts = revision_lib.teacher_demonstrations(
+      context, [UnreachableTeacher(), good], 2, "patch", domain, scoring, evaluate, 0,
+      report.success_rate, archive)
+  # Only the reply that came was judged (one candidate); the two failed calls left nothing.
+  assert [r.proposer for r in revisions] == ["library"] and len(rows) == 1
+  assert len(archive.candidates) == before + 1 and rollouts == NUM_TASKS
+
+
 def test_program_mode_demonstrations_are_whole_programs(tmp_path):
   domain, scoring, evaluate, context, archive, report = _context(tmp_path, kind="program")
   teacher = ScriptedTeacher("library", [_patch_reply('PROMPT = "BETTER Answer: {question}"')])

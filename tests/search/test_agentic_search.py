@@ -132,3 +132,53 @@ def test_scripted_policy_greps_reads_runs_and_submits_a_patch_the_search_accepts
   assert candidate.instruction_version == "agentic-1"
   with open(steering.INSTRUCTIONS_DIR + "/synthetic_qa.md", encoding="utf-8") as file:
     assert session["messages"][0]["content"].startswith(file.read().rstrip())
+
+
+class FailsFirstCall(ScriptedPolicy):
+  """The scripted policy behind an endpoint whose first reply never comes."""
+
+  def __init__(self):
+    super().__init__()
+    self.calls = 0
+
+  def complete(self, messages, tools, **sampling):
+    self.calls += 1
+    if self.calls == 1:
+      raise ConnectionError("connection reset by peer")
+    return super().complete(messages, tools, **sampling)
+
+
+def test_a_session_without_a_reply_is_a_failed_call_and_a_resumed_search_runs_it_again(
+    domain, tmp_path):
+  splits = domain.splits()
+  instances = splits["harness"]
+  tokenizer = load_tokenizer("byte")
+  backend = ScriptedBackend(tokenizer, planting_model(sum(splits.values(), []),
+                                                      instances[3].public["question"]))
+  policy = FailsFirstCall()
+  with HarnessRuntime(backend, tokenizer, num_workers=2, timeout_seconds=30) as runtime:
+    evaluate = evaluation.make_evaluate(runtime, domain, SamplingParams(max_tokens=512),
+                                        weights_id="w0")
+
+    def search():
+      proposer = agentic_proposer.AgenticProposer(
+          policy, tmp_path / "archive", domain, instances,
+          runner=agentic_proposer.SandboxRunner(evaluate, instances),
+          budgets=agent_tools.AgentBudgets(max_steps=6, max_runs=1, max_run_tasks=2))
+      return meta_harness.search(Harness(domain.seed_harness, origin="seed"), evaluate,
+                                 proposer, tmp_path / "archive", domain=domain,
+                                 instances=instances, iterations=2,
+                                 candidates_per_iteration=1)
+    first = search()
+    # The failed session is counted, its transcript kept, and nothing of it archived.
+    assert [c.id for c in first.archive.candidates] == ["c0000"]
+    assert (first.failed_proposer_calls, first.missing_proposals) == (1, 1)
+    session = json.load(open(tmp_path / "archive" / "agent_sessions" / "iteration_002" /
+                             "session_00.json"))
+    assert session["stop_reason"] == "client_error" and "reset by peer" in session["error"]
+    resumed = search()
+  # The resumed search ran the session again (the policy's four steps) and accepted its patch.
+  assert policy.calls == 1 + 4
+  seed, candidate = resumed.archive.candidates
+  assert candidate.status == "evaluated" and "TOPK = 3" in resumed.archive.source(candidate.id)
+  assert resumed.missing_proposals == 0 and resumed.accepted_id == candidate.id

@@ -363,7 +363,15 @@ class AgenticProposer:
     if self.archive_dir is None:
       raise RuntimeError("This AgenticProposer is not bound to a search: call "
                          "for_search(archive_dir, evaluate, instances) and use what it returns.")
-    return [self._session(context, index) for index in range(n)]
+    return self.propose_at(context, range(n))
+
+  def propose_at(self, context, indices):
+    """The sessions number `indices` of this iteration (a resumed search asks again for the
+    ones whose call failed)."""
+    if self.archive_dir is None:
+      raise RuntimeError("This AgenticProposer is not bound to a search: call "
+                         "for_search(archive_dir, evaluate, instances) and use what it returns.")
+    return [self._session(context, index) for index in indices]
 
   def _system(self, context):
     budgets = self.budgets
@@ -471,6 +479,12 @@ class AgenticProposer:
         self.archive_dir, "agent_sessions", f"iteration_{context.iteration:03d}",
         f"session_{index:02d}.json"), raw + "\n")
     submission = tools.submission
+    if submission is None and stop_reason == "client_error":
+      # No reply from the endpoint (after the client's retries): a failed call, logged and
+      # counted by the search, never archived; a resumed search runs this session again.
+      return dataclasses.replace(proposal_lib.failed_call(error, self.name), raw_output=raw,
+                                 prompt_tokens=prompt_tokens,
+                                 completion_tokens=completion_tokens, mechanism="agentic")
     if submission is None:
       return proposal_lib.Proposal(
           kind="patch", text="", raw_output=raw, prompt_tokens=prompt_tokens,

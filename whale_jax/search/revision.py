@@ -334,6 +334,10 @@ def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scori
   current_source = context.incumbent.source
   for teacher in teachers:
     for proposal in proposal_lib.safe_propose(teacher, context, num_proposals):
+      if proposal.call_failed:  # no reply: logged, never judged or archived as a result
+        logging.warning("Teacher %s got no reply (not archived; a rerun of this phase asks "
+                        "again): %s", getattr(teacher, "name", teacher), proposal.error)
+        continue
       if proposal.error:  # judged as an empty reply: archived, refused, never a demonstration
         logging.warning("Teacher %s failed: %s", getattr(teacher, "name", teacher),
                         proposal.error)
