@@ -214,7 +214,8 @@ def test_a_dead_endpoint_stops_an_agentic_search(tmp_path):
                         proposer, tmp_path / "archive", domain=domain,
                         instances=domain.splits()["harness"], iterations=4,
                         candidates_per_iteration=1, weights_id="w0")
-  # The first failure was one refused proposal; the second stopped the search.
+  # The first failure was a failed call (its transcript kept, nothing archived); the second
+  # stopped the search.
   session = json.load(open(tmp_path / "archive" / "agent_sessions" / "iteration_002" /
                            "session_00.json"))
   assert session["stop_reason"] == "client_error" and f"127.0.0.1:{port}" in session["error"]
