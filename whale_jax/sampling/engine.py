@@ -154,9 +154,16 @@ def _counted(name, function):
 
 @functools.lru_cache(maxsize=16)
 def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rules_items,
-                      block_size, prefill_chunk=PREFILL_CHUNK):
-  """The engine's jitted functions, shared by engines with the same settings (one compile)."""
+                      block_size, prefill_chunk=PREFILL_CHUNK, device=None):
+  """The engine's jitted functions, shared by engines with the same settings (one compile).
+
+  Without a mesh, state outputs are committed to `device`, so that a function's inputs are
+  alike however they were made (JAX compiles again for committed vs uncommitted inputs,
+  which would defeat warm_up).
+  """
   slot_shardings = pool_shardings = None
+  if mesh is None and device is not None:
+    slot_shardings = pool_shardings = jax.sharding.SingleDeviceSharding(device)
   if mesh is not None:
     slot_shardings = rules_lib.shardings(decode.slots_logical_axes(config, unrolled), mesh,
                                          dict(rules_items))
@@ -177,9 +184,11 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
       init=jax.jit(_counted("init_slots", functools.partial(
           decode.init_slots, config, num_stop_ids=num_stop_ids, unrolled=unrolled)),
                    static_argnums=(0, 1), out_shardings=slot_shardings),
-      prefill=jax.jit(_counted("prefill", prefill_call)),
+      prefill=jax.jit(_counted("prefill", prefill_call),
+                      out_shardings=pool_shardings if mesh is None else None),
       prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call), donate_argnums=3,
-                             out_shardings=(None, pool_shardings)),
+                             out_shardings=(pool_shardings if mesh is None else None,
+                                            pool_shardings)),
       init_pool=jax.jit(_counted("init_pool", functools.partial(
           decode.init_pool, config, block_size=block_size)), static_argnums=0,
                         out_shardings=pool_shardings),
@@ -292,7 +301,8 @@ class Engine:
         tuple(config.eos_token_ids) + tuple(getattr(tokenizer, "eos_ids", ()) or ())))
     params = _on_device(params)
     # next(iter(...)): devices() is the sharding's cached set, which pop() would empty.
-    platform = next(iter(jax.tree.leaves(params)[0].devices())).platform
+    device = next(iter(jax.tree.leaves(params)[0].devices()))
+    platform = device.platform
     if unrolled is None:
       unrolled = platform == "cpu" and decode_step.supports(config)
     if unrolled and not decode_step.supports(config):
@@ -331,7 +341,8 @@ class Engine:
                                      max_position_embeddings=0)
     self._functions = _jitted_functions(compiled_config, unrolled, steps_per_call,
                                         num_stop_ids, mesh, tuple(sorted(self.rules.items())),
-                                        prefix_block_size)
+                                        prefix_block_size,
+                                        device=None if mesh is not None else device)
 
   def _call(self, function, *args):
     """Calls a jitted function, counting its compilations (traces) for this engine."""
