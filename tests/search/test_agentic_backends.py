@@ -247,8 +247,12 @@ def test_an_endpoint_that_fails_is_recorded_and_the_search_goes_on(domain, tmp_p
   proposer = agentic_proposer.AgenticProposer(client, tmp_path / "archive", domain,
                                               domain.splits()["harness"])
   result = _search(domain, tmp_path / "archive", proposer, iterations=3)
-  assert [c.reasons[0]["code"] for c in result.archive.candidates[1:]] == ["proposer_error"] * 2
-  assert "127.0.0.1:9" in result.archive.candidates[1].reasons[0]["message"]
+  # Each session's calls got no reply: two failed calls, counted and logged, nothing archived.
+  assert [c.id for c in result.archive.candidates] == ["c0000"]
+  assert (result.failed_proposer_calls, result.missing_proposals) == (2, 2)
+  saved = json.loads((tmp_path / "archive" / "iterations" / "iteration_002" /
+                      "proposals.json").read_text())
+  assert saved["proposals"] == [None] and "127.0.0.1:9" in json.dumps(saved["failed_calls"])
 
 
 @pytest.mark.slow

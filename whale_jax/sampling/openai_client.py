@@ -60,6 +60,18 @@ class EndpointUnavailable(RuntimeError):
         "from its last checkpoint and retries the calls that failed.")
 
 
+def read_api_key(api_key_env):
+  """The API key in environment variable api_key_env (None when api_key_env is None or "");
+  a named variable that is unset or empty is an error."""
+  if not api_key_env:
+    return None
+  key = os.environ.get(api_key_env)
+  if not key:
+    raise ValueError(f"Environment variable {api_key_env} holding the API key is not set; "
+                     "set it, or pass api_key_env=None for an endpoint without a key.")
+  return key
+
+
 @dataclasses.dataclass(frozen=True)
 class ChatReply:
   text: str
@@ -108,12 +120,7 @@ class OpenAICompatibleClient:
         raise ValueError(f"{name}={value!r} must be an int >= {minimum}.")
     self.url = base_url.rstrip("/") + "/chat/completions"
     self.model = model
-    self.api_key = None
-    if api_key_env:
-      self.api_key = os.environ.get(api_key_env)
-      if not self.api_key:
-        raise ValueError(f"Environment variable {api_key_env} holding the API key is not set; "
-                         "set it, or pass api_key_env=None for an endpoint without a key.")
+    self.api_key = read_api_key(api_key_env)
     self.timeout_seconds = timeout_seconds
     self.max_retries = max_retries
     self.initial_backoff_seconds = initial_backoff_seconds

@@ -152,12 +152,7 @@ class OpenAIToolClient:
     if not isinstance(model, str) or not model:
       raise ValueError(f"model={model!r} must name the model the endpoint serves.")
     self.url, self.model = base_url.rstrip("/") + "/chat/completions", model
-    self.api_key = None
-    if api_key_env:
-      self.api_key = os.environ.get(api_key_env)
-      if not self.api_key:
-        raise ValueError(f"Environment variable {api_key_env} holding the API key is not set; "
-                         "set it, or pass api_key_env=None for an endpoint without a key.")
+    self.api_key = openai_client.read_api_key(api_key_env)
     self.timeout_seconds, self.max_retries = timeout_seconds, max_retries
     self.initial_backoff_seconds, self._sleep = initial_backoff_seconds, sleep
     self.extra_body = dict(extra_body or {})
