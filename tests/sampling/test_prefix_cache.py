@@ -187,6 +187,7 @@ def test_bad_cache_settings_raise():
     Sampler(CONFIG, params, prefix_cache_bytes=100)
 
 
+@pytest.mark.slow  # ~60 s: some 60 compilations of the tiny model
 def test_warm_up_compiles_every_shape_that_ragged_episodes_meet(params):
   """After warm_up over the batch and length range of the calls, serving them compiles
   nothing: counted by the engine and, independently, by JAX's backend-compile events."""
