@@ -43,6 +43,7 @@ from absl import logging
 
 SANDBOX_DIR = "/opt/whale_sandbox"  # where the sandbox script appears inside the namespace
 WORK_DIR = "/sandbox"               # the host's per-process folder, writable, inside it
+VENV_DIR = "/opt/whale_venv"        # a virtual environment under /tmp appears here instead
 TMP_LINK_TARGET = WORK_DIR + "/tmp"
 SANDBOX_UID = 65534
 PROBE_TIMEOUT_SECONDS = 20.0
@@ -191,6 +192,15 @@ def system_binds(names=("lib", "lib64", "lib32", "libx32", "bin")):
   return args
 
 
+def _under_tmp(path):
+  return path == "/tmp" or path.startswith("/tmp/")
+
+
+def _venv_under_tmp():
+  return sys.prefix != sys.base_prefix and (
+      _under_tmp(sys.prefix) or _under_tmp(os.path.realpath(sys.prefix)))
+
+
 def _bwrap_args(workdir, use_site_packages, private_folder_bytes=0):
   """bwrap's options for a sandbox whose writable folder is workdir, or, with
   private_folder_bytes > 0, a tmpfs of that size private to the namespace (the host never
@@ -199,9 +209,17 @@ def _bwrap_args(workdir, use_site_packages, private_folder_bytes=0):
           "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--clearenv",
           "--ro-bind", "/usr", "/usr"] + system_binds()
   roots = [os.path.realpath(sys.base_prefix)]
-  if use_site_packages:  # the venv as itself (for its pyvenv.cfg) and where it really lies
+  if use_site_packages and _venv_under_tmp():
+    # The namespace's /tmp is a link into its private folder, so a venv under the host's /tmp
+    # cannot keep its path: it appears at VENV_DIR (wrap() runs its python from there).
+    args += ["--ro-bind", os.path.realpath(sys.prefix), VENV_DIR]
+  elif use_site_packages:  # the venv as itself (for its pyvenv.cfg) and where it really lies
     roots += [sys.prefix, os.path.realpath(sys.prefix)]
   for root in dict.fromkeys(roots):
+    if _under_tmp(root):
+      raise SandboxUnavailable(
+          f"The Python runtime at {root} lies under /tmp, which the sandbox replaces with its "
+          "private folder: install Python (or the virtual environment's base) elsewhere.")
     if root != "/usr" and not root.startswith("/usr/"):
       args += ["--ro-bind", root, root]
   sandbox_dir = os.path.dirname(os.path.abspath(__file__))
@@ -246,6 +264,11 @@ class Confinement:
       script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox.py")
       return [script if arg == "SANDBOX" else arg for arg in python_argv]
     python = os.path.realpath(python_argv[0]) if not use_site_packages else python_argv[0]
+    if use_site_packages and _venv_under_tmp():
+      for prefix in dict.fromkeys((sys.prefix, os.path.realpath(sys.prefix))):
+        if python.startswith(prefix.rstrip("/") + "/"):
+          python = VENV_DIR + python[len(prefix.rstrip("/")):]
+          break
     command = [python] + [SANDBOX_DIR + "/sandbox.py" if arg == "SANDBOX" else arg
                           for arg in python_argv[1:]]
     variables = [arg for name, value in sorted(environment.items())
