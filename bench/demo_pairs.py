@@ -39,19 +39,24 @@ from whale_jax.train import checkpoint as checkpoint_lib
 from whale_jax.train import train_state
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("config", "configs/demo.py", "The run's config file (with its :args).")
-flags.DEFINE_multi_string("override", [], "key=value config overrides, as the run used them "
-                          "(e.g. loop.seed=1).")
-flags.DEFINE_string("run", "", "A finished compare run's workdir.")
-flags.DEFINE_list("weights", [], "start and/or methods of --run (default: start + methods).")
-flags.DEFINE_list("harnesses", [], "h0 and/or methods of --run (default: h0 + methods).")
-flags.DEFINE_multi_string("harness_file", [], "Harness source files to evaluate as well.")
-flags.DEFINE_list("pairs", [], "Only these weights/harness pairs (e.g. start/whale,whale/h0) "
-                  "instead of every weights x harness combination.")
-flags.DEFINE_integer("max_questions", 0, "Evaluate only the first N test questions (0: all).")
-flags.DEFINE_list("differences", [], "Paired differences to print: weights/harness-"
-                  "weights/harness, e.g. whale/whale-whale/harness_only.")
-flags.DEFINE_string("out", "", "Where pairs.json goes (default: --run, else a temp dir).")
+
+
+def define_flags():
+  """The command line's flags (defined only when run as a program, so that importing this
+  module next to another program's --config flag does not clash)."""
+  flags.DEFINE_string("config", "configs/demo.py", "The run's config file (with its :args).")
+  flags.DEFINE_multi_string("override", [], "key=value config overrides, as the run used them "
+                            "(e.g. loop.seed=1).")
+  flags.DEFINE_string("run", "", "A finished compare run's workdir.")
+  flags.DEFINE_list("weights", [], "start and/or methods of --run (default: start + methods).")
+  flags.DEFINE_list("harnesses", [], "h0 and/or methods of --run (default: h0 + methods).")
+  flags.DEFINE_multi_string("harness_file", [], "Harness source files to evaluate as well.")
+  flags.DEFINE_list("pairs", [], "Only these weights/harness pairs (e.g. start/whale,whale/h0) "
+                    "instead of every weights x harness combination.")
+  flags.DEFINE_integer("max_questions", 0, "Evaluate only the first N test questions (0: all).")
+  flags.DEFINE_list("differences", [], "Paired differences to print: weights/harness-"
+                    "weights/harness, e.g. whale/whale-whale/harness_only.")
+  flags.DEFINE_string("out", "", "Where pairs.json goes (default: --run, else a temp dir).")
 
 
 def load_config(path, overrides):
@@ -203,5 +208,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   app.run(main)
