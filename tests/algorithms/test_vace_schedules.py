@@ -38,7 +38,7 @@ def _rows(path):
 
 
 class Killed(Exception):
-  pass
+  """Raised from inside a run to stand for the process being killed there."""
 
 
 class Observer:

@@ -297,7 +297,7 @@ class ChatServer:
         self.wfile.write(payload)
 
       def log_message(self, *args):
-        pass
+        """Keeps the request log out of the test output."""
 
     self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=self.server.serve_forever, daemon=True).start()
