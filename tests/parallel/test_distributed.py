@@ -41,6 +41,7 @@ def run_processes(tmp_path, num_processes, extras=None, timeout=300):
   return [json.loads(out.read_text()) for out in outputs]
 
 
+@pytest.mark.slow  # two processes compile the train step and sampler: ~2 min on 2 cores
 def test_two_processes_compute_like_one(tmp_path):
   (single,) = run_processes(tmp_path, 1)
   results = run_processes(tmp_path, 2)
