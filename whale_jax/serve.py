@@ -35,8 +35,12 @@ Semantics, where they differ from the OpenAI API:
     leaves it out). top_logprobs (alternatives) are not available.
   - A stop string ends the output and is removed from the text (as the OpenAI API does); the
     tokens and logprobs keep the token that completed it.
-  - Streaming speaks the SSE protocol (one chunk per token, then usage, then [DONE]), but the
-    engine hands back whole completions, so the first chunk comes when the sample is done.
+  - Streaming speaks the SSE protocol: a choice's chunk comes after each decode call that gave
+    it tokens (--steps_per_call tokens at most; each chunk carries their logprobs), then
+    usage, then [DONE]. The text of a chunk holds back its last characters (as many as the
+    longest stop string, at least one) until more tokens or the end settle them, so the
+    chunks add up to the whole reply's text. An engine failure after the stream started is a
+    last chunk {"error": {...}}. guided_choice replies stream whole (one chunk per token).
   - guided_choice is exact, not sampled: each choice's tokens (tokenizer.encode(choice), no
     end-of-sequence token) are scored after the prompt with the model's own distribution
     (temperature 1, whatever the request's temperature), the highest sum wins (ties: the
@@ -46,6 +50,7 @@ Requests beyond --max_pending_requests (prompts in the engine or waiting for it)
 with Retry-After; the client retries.
 """
 import asyncio
+import concurrent.futures
 import json
 import os
 import secrets
@@ -322,6 +327,47 @@ class Server:
       self._release(len(prompts))
     return [completion for result in results for completion in result]
 
+  def stream(self, prompts, params):
+    """Submits prompts now (a bad request fails here, before a response starts) and returns
+    an async iterator of (choice index, token_ids, logprobs, Completion or None): each choice's
+    tokens as the engine settles them, once per decode call; the Completion comes with a
+    choice's last tokens. Choices are prompt-major as in generate; prompt r has key r."""
+    loop = asyncio.get_running_loop()
+    queue = asyncio.Queue()
+
+    def reporter(key):
+      def on_tokens(index, token_ids, logprobs, completion):  # on the engine thread
+        loop.call_soon_threadsafe(queue.put_nowait,
+                                  (key * params.n + index, token_ids, logprobs, completion))
+      return on_tokens
+
+    def finished(future):  # after the request's last on_tokens: the queue keeps the order
+      self._release(1)
+      loop.call_soon_threadsafe(queue.put_nowait, future)
+
+    self._reserve(len(prompts))
+    try:
+      futures = self.sampler.engine.submit_many(
+          [(prompt, params, key, reporter(key)) for key, prompt in enumerate(prompts)])
+    except ValueError as error:
+      self._release(len(prompts))
+      raise RequestError(400, str(error), "prompt") from None
+    for future in futures:
+      future.add_done_callback(finished)
+    return _settled_tokens(queue, len(futures))
+
+
+async def _settled_tokens(queue, remaining):
+  """The events Server.stream queues, until all its requests are done (raising the
+  engine's error if one failed)."""
+  while remaining:
+    item = await queue.get()
+    if isinstance(item, concurrent.futures.Future):
+      remaining -= 1
+      item.result()
+    else:
+      yield item
+
 
 def _prompts(body, tokenizer):
   """Token-id prompts of a /v1/completions body (str, [str], [int] or [[int]])."""
@@ -459,23 +505,23 @@ def _usage(prompts, completions):
           "total_tokens": prompt_tokens + completion_tokens}
 
 
-def _completion_logprobs(tokenizer, completion):
-  tokens = _token_strings(tokenizer, completion.token_ids)
-  offsets, offset = [], 0
+def _completion_logprobs(tokenizer, token_ids, logprobs, offset=0):
+  """The completions endpoint's logprobs of tokens whose text starts at offset."""
+  tokens = _token_strings(tokenizer, token_ids)
+  offsets = []
   for token in tokens:
     offsets.append(offset)
     offset += len(token)
-  return {"tokens": tokens, "token_logprobs": list(completion.logprobs),
-          "top_logprobs": [{t: p} for t, p in zip(tokens, completion.logprobs)],
+  return {"tokens": tokens, "token_logprobs": list(logprobs),
+          "top_logprobs": [{t: p} for t, p in zip(tokens, logprobs)],
           "text_offset": offsets}
 
 
-def _chat_logprobs(tokenizer, completion):
+def _chat_logprobs(tokenizer, token_ids, logprobs):
   return {"content": [
       {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8")),
        "top_logprobs": []}
-      for token, logprob in zip(_token_strings(tokenizer, completion.token_ids),
-                                completion.logprobs)]}
+      for token, logprob in zip(_token_strings(tokenizer, token_ids), logprobs)]}
 
 
 async def completions(server, body):
@@ -491,13 +537,15 @@ async def completions(server, body):
                           server.max_context, params)
   if guided is not None:
     completions_list = [await server.guided(prompts[0], *guided)]
+  elif body.get("stream"):
+    return _streamed(server, body, prompts, params, logprobs, chat=False)
   else:
     completions_list = await server.generate(prompts, params)
   choices = []
   for index, completion in enumerate(completions_list):
     choice = {"index": index, "text": _text(completion),
-              "logprobs": (_completion_logprobs(server.tokenizer, completion) if logprobs
-                           else None),
+              "logprobs": (_completion_logprobs(server.tokenizer, completion.token_ids,
+                                                completion.logprobs) if logprobs else None),
               "finish_reason": completion.finish_reason}
     if body.get("return_token_ids"):
       choice["token_ids"] = list(completion.token_ids)
@@ -526,12 +574,15 @@ async def chat_completions(server, body):
   guided = _guided_choice(body, server.tokenizer, [len(prompt)], server.max_context, params)
   if guided is not None:
     completions_list = [await server.guided(prompt, *guided)]
+  elif body.get("stream"):
+    return _streamed(server, body, [prompt], params, logprobs, chat=True)
   else:
     completions_list = await server.generate([prompt], params)
   choices = []
   for index, completion in enumerate(completions_list):
     choice = {"index": index, "message": {"role": "assistant", "content": _text(completion)},
-              "logprobs": _chat_logprobs(server.tokenizer, completion) if logprobs else None,
+              "logprobs": (_chat_logprobs(server.tokenizer, completion.token_ids,
+                                          completion.logprobs) if logprobs else None),
               "finish_reason": completion.finish_reason}
     if body.get("return_token_ids"):
       choice["token_ids"] = list(completion.token_ids)
@@ -550,6 +601,80 @@ def _finish(server, body, reply, completions_list, chat):
   if not body.get("stream"):
     return reply
   return _stream_chunks(server.tokenizer, body, reply, completions_list, chat)
+
+
+class _ChoiceText:
+  """The text deltas of one streamed choice. Mid-stream it holds back the last characters
+  (as many as the longest stop string, at least one: a stop string removed at the end, half
+  a character, a tokenizer's space clean-up), so that the deltas add up to the reply's text."""
+
+  def __init__(self, tokenizer, stop_strings):
+    self.tokenizer = tokenizer
+    self.holdback = max((len(s) for s in stop_strings), default=1)
+    self.token_ids, self.emitted, self.offset = [], "", 0
+
+  def delta(self, token_ids, completion):
+    self.token_ids.extend(token_ids)
+    if completion is not None:
+      text, end = _text(completion), None
+    else:
+      text = self.tokenizer.decode(self.token_ids).rstrip("\ufffd")
+      end = len(text) - self.holdback
+      if not text.startswith(self.emitted):
+        end = len(self.emitted)
+    piece = text[len(self.emitted):end]
+    self.emitted += piece
+    return piece
+
+
+def _streamed(server, body, prompts, params, want_logprobs, chat):
+  """The SSE chunks of a generation, as an async iterator; submits it now (see
+  Server.stream)."""
+  events = server.stream(prompts, params)
+  return _stream_generation(server, body, prompts, params, want_logprobs, chat, events)
+
+
+async def _stream_generation(server, body, prompts, params, want_logprobs, chat, events):
+  tokenizer = server.tokenizer
+  base = {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+          "created": int(time.time()), "model": server.model_name,
+          "object": "chat.completion.chunk" if chat else "text_completion"}
+  texts = [_ChoiceText(tokenizer, params.stop) for _ in range(len(prompts) * params.n)]
+  finished = []
+  if chat:
+    for index in range(len(texts)):
+      yield {**base, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
+                                  "logprobs": None, "finish_reason": None}]}
+  try:
+    async for index, token_ids, logprobs, completion in events:
+      text = texts[index]
+      entry = {"index": index, "logprobs": None,
+               "finish_reason": None if completion is None else completion.finish_reason}
+      if want_logprobs:
+        if chat:
+          entry["logprobs"] = _chat_logprobs(tokenizer, token_ids, logprobs)
+        else:
+          entry["logprobs"] = _completion_logprobs(tokenizer, token_ids, logprobs, text.offset)
+          text.offset += sum(len(t) for t in entry["logprobs"]["tokens"])
+      piece = text.delta(token_ids, completion)
+      if chat:
+        entry["delta"] = {"content": piece}
+      else:
+        entry["text"] = piece
+      if completion is not None:
+        finished.append(completion)
+      yield {**base, "choices": [entry]}
+  except Exception as error:  # pylint: disable=broad-except  # the 200 is already sent
+    logging.exception("A streamed generation failed.")
+    yield {"error": {"message": f"The generation failed: {error}", "type": "server_error",
+                     "param": None, "code": 500}}
+    return
+  usage = _usage(prompts, finished)
+  server.count("served_requests")
+  server.count("prompt_tokens", usage["prompt_tokens"])
+  server.count("completion_tokens", usage["completion_tokens"])
+  if (body.get("stream_options") or {}).get("include_usage"):
+    yield {**base, "choices": [], "usage": usage}
 
 
 def _stream_chunks(tokenizer, body, reply, completions_list, chat):
@@ -622,9 +747,13 @@ def create_app(server):
     if isinstance(result, dict):
       return responses.JSONResponse(result)
 
-    def events():
-      for chunk in result:
-        yield f"data: {json.dumps(chunk)}\n\n"
+    async def events():
+      if isinstance(result, list):  # a finished reply's chunks
+        for chunk in result:
+          yield f"data: {json.dumps(chunk)}\n\n"
+      else:
+        async for chunk in result:
+          yield f"data: {json.dumps(chunk)}\n\n"
       yield "data: [DONE]\n\n"
     return responses.StreamingResponse(events(), media_type="text/event-stream")
 
@@ -666,6 +795,8 @@ _PORT = flags.DEFINE_integer("port", 8000, "Port to listen on (0: any free port;
 _MAX_PENDING = flags.DEFINE_integer("max_pending_requests", 256, "Prompts in the engine or "
                                     "waiting for it; more get HTTP 429.")
 _MAX_SLOTS = flags.DEFINE_integer("max_slots", 64, "Samples decoded at once (engine slots).")
+_STEPS_PER_CALL = flags.DEFINE_integer("steps_per_call", 16, "Decode steps per device call: "
+                                       "a streamed choice gets a chunk after each call.")
 _MAX_CONTEXT = flags.DEFINE_integer("max_cache_length", 0, "Longest prompt + max_tokens (0: "
                                     "the model's max_position_embeddings).")
 _DEFAULT_MAX_TOKENS = flags.DEFINE_integer("default_max_tokens", 1024, "max_tokens of chat "
@@ -681,6 +812,7 @@ def main(argv):
     raise SystemExit(f"whale_jax.serve needs FastAPI and uvicorn: {SERVE_EXTRA}") from None
   for name, value in (("max_pending_requests", _MAX_PENDING.value),
                       ("max_slots", _MAX_SLOTS.value),
+                      ("steps_per_call", _STEPS_PER_CALL.value),
                       ("default_max_tokens", _DEFAULT_MAX_TOKENS.value)):
     if value < 1:
       raise app.UsageError(f"--{name}={value} must be >= 1.")
@@ -697,6 +829,7 @@ def main(argv):
   config, params, tokenizer, name = load_model(_MODEL.value, _TOKENIZER.value, _DTYPE.value,
                                                _SEED.value, _VOCAB_SIZE.value)
   sampler = Sampler(config, params, tokenizer=tokenizer, max_slots=_MAX_SLOTS.value,
+                    steps_per_call=_STEPS_PER_CALL.value,
                     max_cache_length=_MAX_CONTEXT.value or None)
   sampler.generate([[0]], SamplingParams(max_tokens=2, temperature=0.0))  # compile once
   server = Server(sampler, tokenizer, _SERVED_NAME.value or name, _MAX_PENDING.value,

@@ -31,6 +31,7 @@ MAX_PENDING = 64
 CONTEXT = 2048  # the judge prompt is ~1,300 tokens of the solver's vocabulary (trained at 1,024)
 LOGPROB_TOLERANCE = 1e-5
 PROMPTS = ["Who founded the Vokzag company?", "hello", "Where is Nuk?"]
+STEPS_PER_CALL = 4  # the server's decode steps per device call: a streamed chunk after each
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,7 @@ def server_url():
   process = subprocess.Popen(
       [sys.executable, "-m", "whale_jax.serve", f"--model={MODEL}", "--port=0",
        f"--max_pending_requests={MAX_PENDING}", "--max_slots=64",
+       f"--steps_per_call={STEPS_PER_CALL}",
        f"--max_cache_length={CONTEXT}"],
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
       env={**os.environ, "JAX_PLATFORMS": "cpu"})
@@ -194,6 +196,56 @@ def test_streaming_chunks_add_up_to_the_reply(client, server_url):
       model=MODEL, messages=[{"role": "user", "content": PROMPTS[1]}], temperature=0,
       max_tokens=8)
   assert streamed == plain.choices[0].message.content
+
+
+def _stream_events(server_url, body):
+  """[(arrival seconds, chunk dict)] of a streamed /completions request, [DONE] checked."""
+  events = []
+  with httpx.stream("POST", server_url + "/completions", timeout=120,
+                    json={**body, "stream": True}) as response:
+    assert response.status_code == 200
+    for line in response.iter_lines():
+      if line.startswith("data: "):
+        events.append((time.perf_counter(), line[len("data: "):]))
+  assert events[-1][1] == "[DONE]"
+  return [(arrival, json.loads(event)) for arrival, event in events[:-1]]
+
+
+def test_streamed_chunks_come_while_the_engine_decodes(server_url, reference):
+  """A long generation streams one chunk per decode call (at most --steps_per_call tokens
+  each), spread over its decoding rather than all at its end; with a stop string the held-back
+  text still adds up to the reply's."""
+  sampler, _ = reference
+  max_tokens = 160
+  body = {"model": MODEL, "prompt": PROMPTS[2], "temperature": 1.0, "seed": 5,
+          "max_tokens": max_tokens, "ignore_eos": True, "logprobs": 1}
+  expected = sampler.generate([PROMPTS[2]], SamplingParams(
+      max_tokens=max_tokens, temperature=1.0, seed=5, ignore_eos=True))[0]
+  whole = httpx.post(server_url + "/completions", json=body, timeout=120).json()
+  _stream_events(server_url, body)  # the first pass may compile (e.g. a cached prefix's path)
+  started = time.perf_counter()
+  events = _stream_events(server_url, body)
+  per_chunk = [len(chunk["choices"][0]["logprobs"]["token_logprobs"]) for _, chunk in events]
+  assert sum(per_chunk) == max_tokens and max(per_chunk) <= STEPS_PER_CALL
+  assert len(events) >= max_tokens // STEPS_PER_CALL
+  assert "".join(chunk["choices"][0]["text"] for _, chunk in events) == expected.text
+  assert whole["choices"][0]["text"] == expected.text
+  streamed_tokens = [t for _, chunk in events for t in chunk["choices"][0]["logprobs"]["tokens"]]
+  assert streamed_tokens == whole["choices"][0]["logprobs"]["tokens"]
+  assert [chunk["choices"][0]["finish_reason"] for _, chunk in events] == (
+      [None] * (len(events) - 1) + ["length"])
+  # Buffered to the end, all chunks would arrive within a few milliseconds of each other.
+  spread, total = events[-1][0] - events[0][0], events[-1][0] - started
+  assert spread >= 0.3 * total, (spread, total)
+  greedy = sampler.generate([PROMPTS[0]], SamplingParams(max_tokens=40, temperature=0.0))[0]
+  stop = greedy.text[20:23]  # three characters the greedy output does produce
+  stopped = sampler.generate([PROMPTS[0]], SamplingParams(max_tokens=40, temperature=0.0,
+                                                         stop=(stop,)))[0]
+  assert len(stop) == 3 and stopped.finish_reason == "stop"
+  events = _stream_events(server_url, {"model": MODEL, "prompt": PROMPTS[0], "temperature": 0,
+                                       "max_tokens": 40, "stop": [stop]})
+  assert "".join(chunk["choices"][0]["text"] for _, chunk in events) == stopped.text[:-len(stop)]
+  assert events[-1][1]["choices"][0]["finish_reason"] == "stop"
 
 
 def test_64_concurrent_clients_are_all_answered_correctly(server_url, reference):

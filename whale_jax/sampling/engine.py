@@ -103,6 +103,7 @@ class _Request:
   future: concurrent.futures.Future
   submitted_seconds: float
   samples: list = dataclasses.field(default_factory=list)
+  on_tokens: object = None  # see Engine.submit
 
 
 @dataclasses.dataclass
@@ -126,6 +127,7 @@ class _Sample:
   token_ids: list = dataclasses.field(default_factory=list)
   logprobs: list = dataclasses.field(default_factory=list)
   completion: api.Completion | None = None
+  reported: int = 0  # tokens handed to request.on_tokens so far
 
   @property
   def cache_length(self):  # positions written: the prompt but its last token, one per step
@@ -378,7 +380,7 @@ class Engine:
     with self._lock:
       self._params = params
 
-  def submit(self, prompt_ids, params=None, request_key=0):
+  def submit(self, prompt_ids, params=None, request_key=0, on_tokens=None):
     """Queues one prompt; returns a Future of its list of params.n Completions.
 
     Args:
@@ -386,11 +388,18 @@ class Engine:
       params: SamplingParams (default SamplingParams()).
       request_key: integer in [0, 2**64) naming the request's random streams: the same
         (prompt, params, request_key) gives the same tokens whatever else is being served.
+      on_tokens: optional on_tokens(sample_index, token_ids, logprobs, completion), called on
+        the engine thread after each decode call that settles tokens of a sample: the new
+        tokens (never taken back: a stop string only cuts tokens of the call that completes
+        it, before they are reported) and, with the sample's last ones, its Completion (else
+        None). Keep it short (it holds up decoding); an exception in it is logged and the
+        request gets no more calls.
     """
-    return self.submit_many([(prompt_ids, params, request_key)])[0]
+    return self.submit_many([(prompt_ids, params, request_key, on_tokens)])[0]
 
   def submit_many(self, requests):
-    """Queues (prompt_ids[, params[, request_key]]) tuples at once; returns their Futures."""
+    """Queues (prompt_ids[, params[, request_key[, on_tokens]]]) tuples at once; returns
+    their Futures."""
     built = [self._validate(*request) for request in requests]
     with self._lock:
       if self._closed:
@@ -578,7 +587,7 @@ class Engine:
 
   # ---- validation ------------------------------------------------------------------------
 
-  def _validate(self, prompt_ids, params=None, request_key=0):
+  def _validate(self, prompt_ids, params=None, request_key=0, on_tokens=None):
     params = api.SamplingParams() if params is None else params
     if not isinstance(params, api.SamplingParams):
       raise TypeError(f"params must be a whale_jax.sampling.SamplingParams; got "
@@ -617,8 +626,10 @@ class Engine:
       raise ValueError(f"{len(stop_ids)} stop token ids (end-of-sequence ids included) exceed "
                        f"num_stop_ids={self.num_stop_ids}; build the sampler with a larger "
                        "num_stop_ids.")
+    if on_tokens is not None and not callable(on_tokens):
+      raise TypeError(f"on_tokens must be callable or None; got {type(on_tokens).__name__}.")
     request = _Request(prompt, params, int(request_key), stop_ids,
-                       concurrent.futures.Future(), time.perf_counter())
+                       concurrent.futures.Future(), time.perf_counter(), on_tokens=on_tokens)
     request.samples = [
         _Sample(request, i, stops.StopStringWatcher(self.tokenizer, params.stop)
                 if params.stop else None) for i in range(params.n)]
@@ -944,7 +955,9 @@ class Engine:
       steps = max(steps, count)
       sample.token_ids.extend(int(t) for t in row[:count])
       sample.logprobs.extend(float(p) for p in logprobs[slot, :count])
-      if self._finish_if_done(sample, count):
+      done = self._finish_if_done(sample, count)
+      self._report_tokens(sample)
+      if done:
         self._slot_samples[slot] = None
         finished.append(sample)
         if all(s.completion is not None for s in sample.request.samples):
@@ -955,6 +968,22 @@ class Engine:
       self._metrics["decode_calls"] += 1
       self._metrics["completed_requests"] += len(completed)
     return completed
+
+  @staticmethod
+  def _report_tokens(sample):
+    """Hands a sample's newly settled tokens (and its Completion once done) to on_tokens."""
+    request = sample.request
+    if request.on_tokens is None or (sample.completion is None and
+                                     len(sample.token_ids) == sample.reported):
+      return
+    start, end = sample.reported, len(sample.token_ids)
+    sample.reported = end
+    try:
+      request.on_tokens(sample.index, sample.token_ids[start:end],
+                        sample.logprobs[start:end], sample.completion)
+    except Exception:  # pylint: disable=broad-except  # a caller's bug must not stop decoding
+      logging.exception("on_tokens of a request raised; it gets no more progress calls.")
+      request.on_tokens = None
 
   def _finish_if_done(self, sample, new_count):
     """Sets sample.completion if the sample has ended; True if it has."""
