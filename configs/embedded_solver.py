@@ -3,12 +3,19 @@ scratch on scripted-teacher trajectories of synthetic QA worlds (whale_jax/algor
 warm_start.py). Its output, workdir/solver, is what whale_jax/assets/demo_solver holds.
 
   python -m whale_jax.main --config=configs/embedded_solver.py --workdir=runs/solver
+  python -m whale_jax.main --config=configs/embedded_solver.py:narrow --workdir=runs/solver_narrow
   python -m whale_jax.main --config=configs/embedded_solver.py:smoke --workdir=/tmp/solver
 
 The demo's world (configs/demo.py, seed 7) is not among the training or held-out worlds.
 The shipped solver: 1,000 steps (~45 CPU-minutes on 2 cores); on the held-out worlds it
 answers 0.22 of questions under the compact h0 and 0.35 under the teacher's harness
 (whale_jax/assets/demo_solver/warm_start_metrics.jsonl).
+
+"narrow": the teacher runs under the demo's h0 itself (two turns, the top passage cut to 12
+words), so the solver learns only h0's interface: one search then an answer, a second search
+on two-hop questions, and no answer to a fact past the 12-word cut (those teacher episodes are
+left out as ungrounded). A third turn, longer passages, several passages or a retrieval before
+the first turn are then new to it. 600 steps.
 """
 import ml_collections
 
@@ -29,7 +36,12 @@ def get_config(arg: str = ""):
   config.warm_start = dict(world_seeds=(1000, 48), eval_world_seeds=(2000, 2), name_worlds=400,
                            vocab_size=2048, steps=1000, eval_every=200, eval_questions=100,
                            teacher_max_turns=3, teacher_max_doc_tokens=64, seed=0)
-  if "smoke" in presets.parse_args(arg, ("smoke",), "configs/embedded_solver.py"):
+  args = presets.parse_args(arg, ("narrow", "smoke"), "configs/embedded_solver.py")
+  if "narrow" in args:
+    config.warm_start.update(teacher_max_turns=2, teacher_max_doc_tokens=12, steps=600,
+                             eval_every=200)
+    config.training.optimizer.total_steps = 600
+  if "smoke" in args:
     config.warm_start.update(world_seeds=(1000, 1), eval_world_seeds=(2000, 1), name_worlds=5,
                              vocab_size=600, steps=4, eval_every=2, eval_questions=4)
     config.model.update(num_layers=1, embed_dim=32, mlp_dim=64, num_heads=2, num_kv_heads=2,

@@ -11,7 +11,10 @@
      run through the harness runtime with the scripted teacher
      (whale_jax.tasks.synthetic_qa_teacher); each episode becomes one SFT sample, its last
      prompt and reply, trained on every reply in it (episode_sequences checks that the
-     earlier replies appear token for token). They are cached in workdir/teacher_samples.npz.
+     earlier replies appear token for token). An episode with a search query or answer that
+     its prompt did not show (a name or fact past the teacher harness's passage cut) is left
+     out, so the solver is never taught to use what it cannot see (grounded); under a teacher
+     harness with enough turns and passage none is. They are cached in workdir/teacher_samples.npz.
   4. SFT from random weights for `steps` optimizer steps, step s on samples_per_step teacher
      samples drawn with seeds.derive_seed(config.warm_start.seed, "warm_start_batch", s) (a
      restarted run draws what an uninterrupted one would). Every eval_every steps the solver
@@ -22,6 +25,7 @@
      layout of whale_jax/assets/demo_solver.
 """
 import os
+import re
 import shutil
 
 from absl import logging
@@ -103,6 +107,23 @@ def episode_sequences(trajectory):
   return pieces
 
 
+TAGS = re.compile(r"<(?:search|answer)>(.*?)</(?:search|answer)>", re.DOTALL)
+
+
+def grounded(trajectory):
+  """Whether every search query and answer of the episode's replies is a whole word sequence
+  of what that call was shown (its user and tool messages): the question's entity, a name in
+  a passage, an answer in a passage."""
+  for call in trajectory.calls:
+    shown = " ".join(str(message.get("content", "")) for message in call.messages or ()
+                     if message.get("role") in ("user", "tool"))
+    for value in TAGS.findall(call.completions[0].text if call.completions else ""):
+      value = value.strip()
+      if not value or re.search(rf"(?<!\w){re.escape(value)}(?!\w)", shown) is None:
+        return False
+  return True
+
+
 def teacher_samples(warm_config, tokenizer, path):
   """(token id arrays, loss mask arrays) of the teacher episodes, cached at path."""
   if os.path.exists(path):
@@ -111,7 +132,7 @@ def teacher_samples(warm_config, tokenizer, path):
     return np.split(tokens, offsets[1:-1]), np.split(masks, offsets[1:-1])
   harness = Harness(synthetic_qa_teacher.teacher_harness_source(
       warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens))
-  sequences, masks = [], []
+  sequences, masks, ungrounded = [], [], 0
   for seed in tqdm.tqdm(list(_seeds(warm_config.world_seeds)), desc="teacher worlds"):
     corpus, questions = synthetic_qa.generate_world(seed=seed)
     domain = _world_domain(seed)
@@ -122,10 +143,14 @@ def teacher_samples(warm_config, tokenizer, path):
           tasks.make_episode(domain, instance, SamplingParams(max_tokens=32))
           for instance in instances])
     for trajectory in trajectories:
-      if trajectory.ok:
+      if trajectory.ok and not grounded(trajectory):
+        ungrounded += 1
+      elif trajectory.ok:
         for tokens, mask in episode_sequences(trajectory):
           sequences.append(tokens)
           masks.append(mask)
+  logging.info("Teacher episodes left out as ungrounded (a query or answer not shown): %d.",
+               ungrounded)
   offsets = np.cumsum([0] + [len(s) for s in sequences])
   atomic_files.write_with(path, lambda temporary: np.savez(
       temporary, tokens=np.concatenate(sequences), offsets=offsets, masks=np.concatenate(masks)),
@@ -134,17 +159,19 @@ def teacher_samples(warm_config, tokenizer, path):
 
 
 def evaluate(policy, tokenizer, warm_config, harness_sources):
-  """{name: accuracy} of the solver under each harness on the held-out worlds' questions."""
-  accuracies = {name: [] for name in harness_sources}
+  """{name: accuracy} of the solver under each harness on the held-out worlds' questions
+  (harnesses with the same source, e.g. a teacher harness equal to h0, are run once)."""
+  distinct = list(dict.fromkeys(harness_sources.values()))
+  accuracies = {source: [] for source in distinct}
   sampling = SamplingParams(max_tokens=24, temperature=0.0)
   for seed in _seeds(warm_config.eval_world_seeds):
     domain = _world_domain(seed, warm_config.eval_questions)
     with HarnessRuntime(policy.sampler, tokenizer, num_workers=4) as runtime:
-      for name, source in harness_sources.items():
+      for source in distinct:
         batch = rollouts.collect(runtime, domain, Harness(source), domain.splits()["test"],
                                  sampling, 1, ("warm_start_eval",), warm_config.seed)
-        accuracies[name].append(batch.mean_score())
-  return {name: float(np.mean(values)) for name, values in accuracies.items()}
+        accuracies[source].append(batch.mean_score())
+  return {name: float(np.mean(accuracies[source])) for name, source in harness_sources.items()}
 
 
 def run(warm_config, model_section, policy_config, workdir, show_progress=True):
