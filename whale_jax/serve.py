@@ -525,7 +525,7 @@ def _chat_logprobs(tokenizer, token_ids, logprobs):
 
 
 async def completions(server, body):
-  """(reply dict, or a list of SSE chunk dicts when streaming) of POST /v1/completions."""
+  """The reply dict of POST /v1/completions; streaming, its SSE chunks (an async iterator)."""
   _check_fields(body, COMPLETION_FIELDS)
   prompts = _prompts(body, server.tokenizer)
   params = server.sampling_params(body, [len(p) for p in prompts], 16, chat=False)
@@ -541,24 +541,12 @@ async def completions(server, body):
     return _streamed(server, body, prompts, params, logprobs, chat=False)
   else:
     completions_list = await server.generate(prompts, params)
-  choices = []
-  for index, completion in enumerate(completions_list):
-    choice = {"index": index, "text": _text(completion),
-              "logprobs": (_completion_logprobs(server.tokenizer, completion.token_ids,
-                                                completion.logprobs) if logprobs else None),
-              "finish_reason": completion.finish_reason}
-    if body.get("return_token_ids"):
-      choice["token_ids"] = list(completion.token_ids)
-      choice["prompt_token_ids"] = list(completion.prompt_token_ids)
-    choices.append(choice)
-  reply = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-           "created": int(time.time()), "model": server.model_name, "choices": choices,
-           "usage": _usage(prompts, completions_list)}
-  return _finish(server, body, reply, completions_list, chat=False)
+  return _reply(server, body, prompts, completions_list, logprobs, chat=False)
 
 
 async def chat_completions(server, body):
-  """(reply dict, or a list of SSE chunk dicts when streaming) of POST /v1/chat/completions."""
+  """The reply dict of POST /v1/chat/completions; streaming, its SSE chunks (an async
+  iterator; guided_choice: a list)."""
   _check_fields(body, CHAT_FIELDS)
   messages = _messages(body)
   tools = _get(body, "tools", None, lambda v: isinstance(v, list) and all(
@@ -578,20 +566,33 @@ async def chat_completions(server, body):
     return _streamed(server, body, [prompt], params, logprobs, chat=True)
   else:
     completions_list = await server.generate([prompt], params)
+  return _reply(server, body, [prompt], completions_list, logprobs, chat=True)
+
+
+def _reply(server, body, prompts, completions_list, want_logprobs, chat):
+  """The reply dict of finished completions (or its SSE chunks when streaming)."""
   choices = []
   for index, completion in enumerate(completions_list):
-    choice = {"index": index, "message": {"role": "assistant", "content": _text(completion)},
-              "logprobs": (_chat_logprobs(server.tokenizer, completion.token_ids,
-                                          completion.logprobs) if logprobs else None),
-              "finish_reason": completion.finish_reason}
+    choice = {"index": index, "logprobs": None, "finish_reason": completion.finish_reason}
+    if chat:
+      choice["message"] = {"role": "assistant", "content": _text(completion)}
+      if want_logprobs:
+        choice["logprobs"] = _chat_logprobs(server.tokenizer, completion.token_ids,
+                                            completion.logprobs)
+    else:
+      choice["text"] = _text(completion)
+      if want_logprobs:
+        choice["logprobs"] = _completion_logprobs(server.tokenizer, completion.token_ids,
+                                                  completion.logprobs)
     if body.get("return_token_ids"):
       choice["token_ids"] = list(completion.token_ids)
       choice["prompt_token_ids"] = list(completion.prompt_token_ids)
     choices.append(choice)
-  reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+  reply = {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+           "object": "chat.completion" if chat else "text_completion",
            "created": int(time.time()), "model": server.model_name, "choices": choices,
-           "usage": _usage([prompt], completions_list)}
-  return _finish(server, body, reply, completions_list, chat=True)
+           "usage": _usage(prompts, completions_list)}
+  return _finish(server, body, reply, completions_list, chat)
 
 
 def _finish(server, body, reply, completions_list, chat):
