@@ -24,9 +24,12 @@ the steadier comparison. Threads that spin while waiting count as CPU time, so C
 an upper bound on the work done.
 
 --attention compares whale_jax with itself: the same model (--attention_models, one per
-length; default the ~100M "base") and batch, the train step
-with attention="dense" and attention="blockwise" alternating step by step, at each of
---attention_lengths (batch --attention_batch_sizes). Rows longer than 1024 tokens use
+length; default the ~100M "base") and batch (--attention_batch_sizes, default one row), the
+train step with attention="dense" and attention="blockwise", at each of --attention_lengths.
+Per implementation the step is compiled ahead of the first step (compile time and XLA's
+temporaries reported apart), stepped once to warm up, then timed for --attention_repeats
+steps, the two alternating step by step; each timed step also records the process's peak RSS
+during it (sampled every 10 ms) above its RSS before it. Rows longer than 1024 tokens use
 remat="full" in both (dense attention's saved [N, T, T] probabilities of every layer would
 not fit this machine's memory otherwise). It prints the load average beside the ratios.
 """
@@ -35,6 +38,7 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 
 import jax
@@ -157,42 +161,133 @@ def _random_checkpoint(name, dtype):
     return hf.load_hf(directory, dtype="float32", compute_dtype=dtype)
 
 
-def bench_attention(names, lengths, batch_sizes, repeats, dtype="float32"):
-  """Blockwise vs dense attention in whale_jax's train step, side by side per length."""
+def _rss_bytes():
+  """Resident set size of this process now (Linux /proc)."""
+  with open("/proc/self/statm") as f:
+    return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class PeakRss:
+  """Samples this process's RSS every `interval` seconds while the block runs: .before (at
+  entry) and .peak (the largest sample, entry and exit included)."""
+
+  def __init__(self, interval=0.01):
+    self.interval = interval
+
+  def __enter__(self):
+    self.before = self.peak = _rss_bytes()
+    self._done = threading.Event()
+    self._thread = threading.Thread(target=self._sample, daemon=True)
+    self._thread.start()
+    return self
+
+  def _sample(self):
+    while not self._done.wait(self.interval):
+      self.peak = max(self.peak, _rss_bytes())
+
+  def __exit__(self, *exc):
+    self._done.set()
+    self._thread.join()
+    self.peak = max(self.peak, _rss_bytes())
+
+
+def jax_compiled_step_fn(config, params, batch):
+  """jax_step_fn with the compile done here, ahead of the first step: (step, compile info:
+  wall and CPU seconds, XLA's memory analysis of the compiled step)."""
+  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(
+      learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM))
+  mesh = mesh_lib.make_mesh(data=1, devices=jax.devices()[:1])
+  state = train_state.create(config, params, optimizer, mesh, rules.TRAIN_RULES)
+  train_step = step_lib.make_train_step(config, rsft.loss, optimizer, mesh, rules.TRAIN_RULES)
+  batch = mesh_lib.place_batch(batch, mesh, rules.TRAIN_RULES)
+  holder = {}
+  wall, cpu = timed(lambda: holder.update(
+      compiled=train_step.jitted.lower(state, batch).compile()))
+  compiled = holder.pop("compiled")
+  memory = compiled.memory_analysis()
+  info = {"compile_seconds": wall, "compile_cpu_seconds": cpu,
+          "xla_temp_bytes": int(memory.temp_size_in_bytes),
+          "xla_argument_bytes": int(memory.argument_size_in_bytes)}
+  holder["state"] = state
+
+  def step():
+    holder["state"], metrics = compiled(holder["state"], batch)
+    return float(metrics["loss"])
+
+  return step, info
+
+
+def bench_attention(names, lengths, batch_sizes, repeats, dtype="float32", report=None):
+  """Blockwise vs dense attention in whale_jax's train step, side by side per length.
+
+  repeats: timed steps per length (one per length, or one for all). Per length and
+  implementation: the compile (wall and CPU seconds, XLA's temporaries), one warm-up step,
+  then the timed steps, alternating between the two (which goes first alternates too), each
+  with the process's peak RSS during the step above its RSS before it. report(results) is
+  called after each length (partial results survive an interrupted run)."""
   results = []
-  for name, seq_len, batch_size in zip(names, lengths, batch_sizes):
+  if len(repeats) == 1:
+    repeats = repeats * len(lengths)
+  for name, seq_len, batch_size, length_repeats in zip(names, lengths, batch_sizes, repeats):
     config, params = _random_checkpoint(name, dtype)
     batch = make_batch(config.vocab_size, batch_size, seq_len, prompt_len=seq_len // 8)
     remat = "full" if seq_len > 1024 else "none"
-    steps = {choice: jax_step_fn(config.replace(attention=choice, remat=remat),
-                                           params, batch)
-             for choice in ("dense", "blockwise")}
-    first_loss = {choice: step() for choice, step in steps.items()}
+    steps, compile_info = {}, {}
+    for choice in ("dense", "blockwise"):
+      steps[choice], compile_info[choice] = jax_compiled_step_fn(
+          config.replace(attention=choice, remat=remat), params, batch)
+      print(f"  {name} T={seq_len} {choice}: compiled in {compile_info[choice]['compile_seconds']:.0f}"
+            f" s, XLA temporaries {compile_info[choice]['xla_temp_bytes'] / 2**30:.2f} GiB",
+            flush=True)
+    first_loss, warm_up = {}, {}
+    for choice, step in steps.items():
+      holder = {}
+      warm_up[choice] = timed(lambda step=step: holder.update(loss=step()))
+      first_loss[choice] = holder["loss"]
     times = {choice: [] for choice in steps}
+    rss = {choice: [] for choice in steps}
     loads = [os.getloadavg()[0]]
-    for _ in range(repeats):
-      for choice, step in steps.items():
-        times[choice].append(timed(step))
+    for repeat in range(length_repeats):
+      order = list(steps) if repeat % 2 == 0 else list(steps)[::-1]
+      for choice in order:
+        with PeakRss() as memory:
+          times[choice].append(timed(steps[choice]))
+        rss[choice].append((memory.peak - memory.before, memory.peak))
       loads.append(os.getloadavg()[0])
     result = {"model": name, "params": config.num_params(), "seq_len": seq_len,
               "batch_size": batch_size, "remat": remat, "first_loss": first_loss,
               "load_average_1min": loads}
     for choice, choice_times in times.items():
-      result[choice] = {"seconds_per_step": statistics.median(t[0] for t in choice_times),
-                        "cpu_seconds_per_step": statistics.median(t[1] for t in choice_times),
-                        "all_seconds": [round(t[0], 2) for t in choice_times]}
+      seconds = statistics.median(t[0] for t in choice_times)
+      result[choice] = dict(
+          compile_info[choice], seconds_per_step=seconds,
+          tokens_per_second=batch_size * seq_len / seconds,
+          cpu_seconds_per_step=statistics.median(t[1] for t in choice_times),
+          warm_up_seconds=warm_up[choice][0],
+          all_seconds=[round(t[0], 2) for t in choice_times],
+          all_cpu_seconds=[round(t[1], 2) for t in choice_times],
+          step_rss_increase_bytes=max(r[0] for r in rss[choice]),
+          peak_rss_bytes=max(r[1] for r in rss[choice]))
     result["ratio"] = result["dense"]["seconds_per_step"] / result["blockwise"]["seconds_per_step"]
     result["cpu_ratio"] = (result["dense"]["cpu_seconds_per_step"]
                            / result["blockwise"]["cpu_seconds_per_step"])
+    gib = lambda value: f"{value / 2**30:.2f} GiB"
     print(f"{name} T={seq_len} batch {batch_size} remat={remat}: first loss dense "
-          f"{first_loss['dense']:.5f} / blockwise {first_loss['blockwise']:.5f}; "
-          f"dense {result['dense']['seconds_per_step']:.2f} s/step "
-          f"{result['dense']['all_seconds']}, blockwise "
-          f"{result['blockwise']['seconds_per_step']:.2f} s/step "
-          f"{result['blockwise']['all_seconds']}; blockwise speed-up (dense / blockwise) "
-          f"wall {result['ratio']:.2f}, CPU {result['cpu_ratio']:.2f}; load average "
+          f"{first_loss['dense']:.5f} / blockwise {first_loss['blockwise']:.5f}", flush=True)
+    for choice in steps:
+      r = result[choice]
+      print(f"  {choice:9s} {r['seconds_per_step']:.2f} s/step {r['all_seconds']} "
+            f"({r['cpu_seconds_per_step']:.1f} CPU-s, {r['tokens_per_second']:.0f} tokens/s; "
+            f"warm-up {r['warm_up_seconds']:.1f} s, compile {r['compile_seconds']:.0f} s); "
+            f"memory: XLA temporaries {gib(r['xla_temp_bytes'])}, RSS during a step +"
+            f"{gib(r['step_rss_increase_bytes'])} (peak {gib(r['peak_rss_bytes'])})",
+            flush=True)
+    print(f"  blockwise speed-up (dense / blockwise) wall {result['ratio']:.2f}, CPU "
+          f"{result['cpu_ratio']:.2f}; load average "
           f"{', '.join(f'{load:.1f}' for load in loads)}", flush=True)
     results.append(result)
+    if report:
+      report(results)
     del steps, params
   return results
 
@@ -248,20 +343,26 @@ def main():
   parser.add_argument("--attention", action="store_true",
                       help="blockwise vs dense attention in whale_jax only (model: base)")
   parser.add_argument("--attention_lengths", default="512,4096")
-  parser.add_argument("--attention_batch_sizes", default="4,1")
+  parser.add_argument("--attention_batch_sizes", default="1,1")
   parser.add_argument("--attention_models", default="base,base", help="one model per length")
+  parser.add_argument("--attention_repeats", default="3,2",
+                      help="timed steps per length (default --repeats for all when empty)")
   args = parser.parse_args()
   if args.attention:
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()}")
-    results = bench_attention(args.attention_models.split(","),
-                              [int(x) for x in args.attention_lengths.split(",")],
-                              [int(x) for x in args.attention_batch_sizes.split(",")],
-                              args.repeats, args.dtype)
-    if args.output:
-      with open(args.output + ".tmp", "w") as f:
-        json.dump({"attention": results}, f, indent=1)
-      os.replace(args.output + ".tmp", args.output)
+          f"load average {os.getloadavg()}", flush=True)
+
+    def report(results):
+      if args.output:
+        with open(args.output + ".tmp", "w") as f:
+          json.dump({"attention": results}, f, indent=1)
+        os.replace(args.output + ".tmp", args.output)
+
+    bench_attention(args.attention_models.split(","),
+                    [int(x) for x in args.attention_lengths.split(",")],
+                    [int(x) for x in args.attention_batch_sizes.split(",")],
+                    [int(x) for x in (args.attention_repeats or str(args.repeats)).split(",")],
+                    args.dtype, report)
     return
   names = args.models.split(",")
   batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
