@@ -1,14 +1,12 @@
 """The builders from config sections: the OpenAI-compatible proposer and the LLM judge against
 a real local HTTP server (what the server received is the independent observation), and
 random parameters created already sharded."""
-import http.server
-import json
-import threading
 
 import jax
 import numpy as np
 import pytest
 
+from tests import http_stub
 from tests.search import test_seeds
 from whale_jax.algorithms import builders
 from whale_jax.harness import trajectory as trajectory_lib
@@ -20,34 +18,13 @@ REPLY = ("HYPOTHESIS: the reply format is unclear.\n<<<<<<< SEARCH\nPROMPT = 'a'
          "PROMPT = 'b'\n>>>>>>> REPLACE\n")
 
 
-class ChatServer:
+class ChatServer(http_stub.StubServer):
   """A chat-completions endpoint on 127.0.0.1 that answers `reply` and keeps every body."""
 
   def __init__(self, reply):
-    bodies = self.bodies = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def do_POST(self):  # pylint: disable=invalid-name
-        bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        payload = json.dumps({"choices": [{"message": {"content": reply},
-                                           "finish_reason": "stop"}],
-                              "usage": {"prompt_tokens": 11, "completion_tokens": 7}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-      def log_message(self, *args):
-        pass
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=self.server.serve_forever, daemon=True).start()
-    self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
-
-  def close(self):
-    self.server.shutdown()
-    self.server.server_close()
+    usage = {"prompt_tokens": 11, "completion_tokens": 7}
+    super().__init__(lambda path, body: (200, http_stub.chat_reply(reply, usage)))
+    self.base_url = self.base + "/v1"
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ endpoint. Malformed calls, unknown tools, empty submissions and over-budget loop
 answered and recorded, and the search goes on."""
 import dataclasses
 import hashlib
-import http.server
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ import threading
 
 import pytest
 
+from tests import http_stub
 from tests.search import fakes
 from tests.sampling import tiny_model
 from whale_jax import tasks
@@ -163,43 +163,20 @@ def test_in_process_tiny_model_runs_the_loop_and_the_search_goes_on(domain, tmp_
   assert result.iterations == 3
 
 
-class StubEndpoint:
+class StubEndpoint(http_stub.StubServer):
   """An OpenAI-compatible /v1/chat/completions on 127.0.0.1 replaying scripted messages."""
 
   def __init__(self, messages):
-    self.messages, self.requests = list(messages), []
-    stub = self
+    self.messages = list(messages)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def do_POST(self):  # pylint: disable=invalid-name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        stub.requests.append(body)
-        if self.path != "/v1/chat/completions":
-          self.send_response(404)
-          self.end_headers()
-          return
-        message = stub.messages.pop(0) if stub.messages else {"content": "done?"}
-        reply = json.dumps({
-            "id": "x", "object": "chat.completion", "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": None, **message}}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 5}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-      def log_message(self, *args):
-        pass
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-    threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-  def close(self):
-    self.server.shutdown()
-    self.server.server_close()
+    def respond(path, body):
+      if path != "/v1/chat/completions":
+        return 404, None
+      message = self.messages.pop(0) if self.messages else {"content": "done?"}
+      return 200, http_stub.chat_reply(**{"content": None, **message}, usage={
+          "prompt_tokens": 50, "completion_tokens": 5})
+    super().__init__(respond)
+    self.url = self.base + "/v1"
 
 
 def _function_call(call_id, name, arguments):
@@ -226,15 +203,15 @@ def test_openai_endpoint_with_tools(domain, tmp_path):
   session, = proposer.sessions
   assert session["counts"]["malformed"] == 1 and session["counts"]["unknown_tool"] == 1
   assert session["counts"]["empty_submission"] == 1
-  first = stub.requests[0]
+  first = stub.bodies[0]
   assert {t["function"]["name"] for t in first["tools"]} == set(agent_tools.TOOL_NAMES) - {
       "run"}
   assert first["temperature"] == 0.7 and first["model"] == "proposer"
-  second = stub.requests[1]["messages"]
+  second = stub.bodies[1]["messages"]
   assert second[-2]["tool_calls"][0]["id"] == "a"
   assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "a"
   assert "not valid JSON" in second[-1]["content"]
-  grep_result = stub.requests[4]["messages"][-1]
+  grep_result = stub.bodies[4]["messages"][-1]
   assert grep_result["role"] == "tool" and "TOPK = 1" in grep_result["content"]
   candidate = result.archive.candidates[1]
   assert candidate.status == "evaluated" and result.accepted_id == candidate.id
@@ -302,7 +279,7 @@ def test_each_step_sends_its_own_derived_seed(domain, tmp_path):
     _search(domain, tmp_path / "archive", proposer, iterations=2)
   finally:
     stub.close()
-  sent = [request["seed"] for request in stub.requests]
+  sent = [request["seed"] for request in stub.bodies]
   expected = []
   for step in range(3):
     text = json.dumps(["whale_jax.seed/1", 11, "proposer_call", 2, ["agentic", 0, step]],

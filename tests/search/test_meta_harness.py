@@ -1,10 +1,9 @@
 """Meta-Harness search: finds a better harness, survives malformed proposals, resumes exactly."""
-import http.server
 import json
-import threading
 
 import pytest
 
+from tests import http_stub
 from tests.search import fakes
 from whale_jax import tasks
 from whale_jax.harness import Harness
@@ -270,42 +269,21 @@ def test_candidate_folders_hold_what_a_person_needs(domain, tmp_path):
   assert (tmp_path / "archive" / "iterations" / "iteration_002" / "context.txt").exists()
 
 
-class ChatServer:
+class ChatServer(http_stub.StubServer):
   """A chat-completions endpoint on 127.0.0.1 whose reply is chosen by the request's seed;
   while `failing` holds a seed, requests with that seed get HTTP 500 (every retry too)."""
 
   def __init__(self, reply_of_seed):
-    self.reply_of_seed, self.failing, self.seeds = reply_of_seed, None, []
-    stub = self
+    self.failing, self.seeds = None, []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-
-      def do_POST(self):  # pylint: disable=invalid-name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        stub.seeds.append(body["seed"])
-        if body["seed"] == stub.failing:
-          status, payload = 500, b'{"error": "overloaded"}'
-        else:
-          status, payload = 200, json.dumps({
-              "choices": [{"message": {"role": "assistant",
-                                       "content": stub.reply_of_seed(body["seed"])},
-                           "finish_reason": "stop"}],
-              "usage": {"prompt_tokens": 5, "completion_tokens": 7}}).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-      def log_message(self, *args):
-        """Keeps the request log out of the test output."""
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=self.server.serve_forever, daemon=True).start()
-    self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
-
-  def close(self):
-    self.server.shutdown()
-    self.server.server_close()
+    def respond(path, body):
+      self.seeds.append(body["seed"])
+      if body["seed"] == self.failing:
+        return 500, {"error": "overloaded"}
+      return 200, http_stub.chat_reply(reply_of_seed(body["seed"]),
+                                       {"prompt_tokens": 5, "completion_tokens": 7})
+    super().__init__(respond)
+    self.url = self.base + "/v1"
 
 
 def test_a_failed_http_proposer_call_is_retried_on_resume_and_its_reply_used(domain, tmp_path):

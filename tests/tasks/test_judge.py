@@ -1,13 +1,11 @@
 """The LLM judge: prompt, reply parsing, retries, timeouts and the exact-match fallback."""
 import concurrent.futures
-import http.server
-import json
 import socket
-import threading
 import time
 
 import pytest
 
+from tests import http_stub
 from whale_jax.sampling import openai_client
 from whale_jax.sampling.api import Completion
 from whale_jax.tasks import judge
@@ -128,36 +126,18 @@ def test_client_completer_asks_greedily():
   assert messages[0]["content"] == judge.judge_prompt(QUESTION, GOLD, "Shakespeare")
 
 
-class JudgeEndpoint:
+class JudgeEndpoint(http_stub.StubServer):
   """A real HTTP chat-completions server on 127.0.0.1: replies from a script of
   (status, reply text) pairs; records each request body."""
 
   def __init__(self, script):
-    self.script, self.bodies = list(script), []
-    endpoint = self
+    self.script = list(script)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-
-      def do_POST(self):  # pylint: disable=invalid-name
-        endpoint.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        status, text = endpoint.script.pop(0)
-        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": text},
-                                        "finish_reason": "stop"}]}).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-      def log_message(self, *args):
-        pass
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=self.server.serve_forever, daemon=True).start()
-    self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
-
-  def close(self):
-    self.server.shutdown()
-    self.server.server_close()
+    def respond(path, body):
+      status, text = self.script.pop(0)
+      return status, http_stub.chat_reply(text)
+    super().__init__(respond)
+    self.url = self.base + "/v1"
 
 
 def test_openai_judge_sends_the_paper_prompt_greedily_and_parses_the_verdict():

@@ -1,10 +1,9 @@
 """The math domain: the python tool, the SandboxFusion client (stub server), splits, verify."""
-import http.server
 import json
-import threading
 
 import pytest
 
+from tests import http_stub
 from whale_jax import tasks
 from whale_jax.tasks import math_domain
 from whale_jax.tasks.domain import Instance
@@ -39,42 +38,20 @@ def test_default_tool_runs_code_in_the_sandbox():
   assert "ZeroDivisionError" in python("1 / 0")
 
 
-class StubSandboxFusion:
+class StubSandboxFusion(http_stub.StubServer):
   """Answers POST /run_code like SandboxFusion; the first `failures` replies are SandboxError."""
 
   def __init__(self, run_result, failures=0):
-    self.requests, self.failures = [], failures
-    stub = self
+    self.failures = failures
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def do_POST(self):
-        stub.requests.append((self.path, json.loads(self.rfile.read(
-            int(self.headers["Content-Length"])))))
-        if stub.failures > 0:
-          stub.failures -= 1
-          reply = {"status": "SandboxError", "message": "pod busy"}
-        else:
-          reply = {"status": "Success", "message": "", "compile_result": None,
+    def respond(path, body):
+      if self.failures > 0:
+        self.failures -= 1
+        return 200, {"status": "SandboxError", "message": "pod busy"}
+      return 200, {"status": "Success", "message": "", "compile_result": None,
                    "run_result": run_result, "executor_pod_name": None, "files": {}}
-        payload = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-      def log_message(self, *args):
-        pass
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-    threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-  def __enter__(self):
-    return self
-
-  def __exit__(self, *exc):
-    self.server.shutdown()
-    self.server.server_close()
+    super().__init__(respond)
+    self.url = self.base
 
 
 @pytest.mark.parametrize("run_result, expected", [

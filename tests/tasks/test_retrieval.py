@@ -1,10 +1,8 @@
 """Retrieval: local BM25 ranking and the Search-R1 HTTP client against a stub server."""
-import http.server
-import json
-import threading
 
 import pytest
 
+from tests import http_stub
 from whale_jax.tasks import retrieval
 
 CORPUS = [
@@ -42,50 +40,25 @@ def test_format_passages_search_r1_style_with_word_cap():
       'Doc 1 (Title: "Paris") one two\nDoc 2 (Title: "Berlin") five six')
 
 
-class StubRetrievalServer:
+class StubRetrievalServer(http_stub.StubServer):
   """Answers POST /retrieve like Search-R1's server; `failures` requests get HTTP 500 first."""
 
   def __init__(self, failures=0, return_title_text=False):
-    self.requests, self.failures = [], failures
-    stub = self
+    self.failures = failures
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-      def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        stub.requests.append((self.path, body))
-        if stub.failures > 0:
-          stub.failures -= 1
-          self.send_response(500)
-          self.end_headers()
-          return
-        rows = []
-        for query in body["queries"]:
-          rows.append([{"document": ({"id": f"{query}-{k}", "title": f"T{k}", "text": query}
-                                     if return_title_text else
-                                     {"id": f"{query}-{k}", "contents": f"\"T{k}\"\n{query}"}),
-                        "score": 1.0 / (k + 1)} for k in range(body["topk"])])
-        payload = json.dumps({"result": rows}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-      def log_message(self, *args):
-        pass
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.url = f"http://127.0.0.1:{self.server.server_address[1]}/retrieve"
-    self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                   daemon=True)
-
-  def __enter__(self):
-    self.thread.start()
-    return self
-
-  def __exit__(self, *exc):
-    self.server.shutdown()
-    self.server.server_close()
+    def respond(path, body):
+      if self.failures > 0:
+        self.failures -= 1
+        return 500, None
+      rows = []
+      for query in body["queries"]:
+        rows.append([{"document": ({"id": f"{query}-{k}", "title": f"T{k}", "text": query}
+                                   if return_title_text else
+                                   {"id": f"{query}-{k}", "contents": f"\"T{k}\"\n{query}"}),
+                      "score": 1.0 / (k + 1)} for k in range(body["topk"])])
+      return 200, {"result": rows}
+    super().__init__(respond)
+    self.url = self.base + "/retrieve"
 
 
 def test_http_retriever_speaks_search_r1_protocol():
