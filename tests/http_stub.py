@@ -4,21 +4,24 @@ observation of what a client sent."""
 import http.server
 import json
 import threading
+import time
 
 
 class StubServer:
   """Serves each POST with respond(path, body) until close() (or the end of a with block).
 
   Args:
-    respond: respond(path, body) -> (status, reply): body is the request's parsed JSON; reply
-      is a JSON-able object, raw bytes (e.g. a malformed reply), or None for an empty body.
+    respond: respond(path, body) -> (status, reply[, headers]): body is the request's parsed
+      JSON; reply is a JSON-able object, raw bytes (e.g. a malformed reply), or None for an
+      empty body; headers, a dict of extra response headers. It may sleep (a slow server).
   Attributes:
     requests: (path, body) of every POST received, in order.
+    headers: the request headers of each, in the same order.
     base: "http://127.0.0.1:<port>".
   """
 
   def __init__(self, respond):
-    self.requests = []
+    self.requests, self.headers = [], []
     stub = self
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -26,17 +29,22 @@ class StubServer:
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"null")
         stub.requests.append((self.path, body))
-        status, reply = respond(self.path, body)
+        stub.headers.append(dict(self.headers))
+        status, reply, *extra = respond(self.path, body)
         if reply is None or isinstance(reply, bytes):
           payload = reply or b""
         else:
           payload = json.dumps(reply).encode()
-        self.send_response(status)
-        if payload:
-          self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        try:
+          self.send_response(status)
+          for name, value in (extra[0] if extra else {"Content-Type": "application/json"}
+                              if payload else {}).items():
+            self.send_header(name, value)
+          self.send_header("Content-Length", str(len(payload)))
+          self.end_headers()
+          self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+          pass
 
       def log_message(self, *args):
         """Keeps the request log out of the test output."""
@@ -68,3 +76,20 @@ def chat_reply(content, usage=None, **message):
   if usage is not None:
     reply["usage"] = usage
   return reply
+
+
+class ScriptedServer(StubServer):
+  """Answers POSTs in order from a script of (status, body bytes, headers, delay seconds);
+  `with ScriptedServer(script) as url` gives its base URL with /v1."""
+
+  def __init__(self, script):
+    self.script = list(script)
+
+    def respond(path, body):
+      status, payload, headers, delay = self.script.pop(0)
+      time.sleep(delay)
+      return status, payload, headers
+    super().__init__(respond)
+
+  def __enter__(self):
+    return self.base + "/v1"

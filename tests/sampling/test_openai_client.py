@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests import http_stub
 from whale_jax.sampling.openai_client import ChatError
 from whale_jax.sampling.openai_client import EndpointUnavailable
 from whale_jax.sampling.openai_client import OpenAICompatibleClient
@@ -20,43 +21,13 @@ OK_REPLY = {"choices": [{"message": {"role": "assistant", "content": "CORRECT"},
             "usage": {"prompt_tokens": 11, "completion_tokens": 1}}
 
 
-class StubServer:
+class StubServer(http_stub.ScriptedServer):
   """Answers POSTs from a script: each entry is (status, body bytes, headers, delay)."""
 
-  def __init__(self, script):
-    self.script, self.requests = list(script), []
-    stub = self
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-
-      def do_POST(self):  # pylint: disable=invalid-name
-        length = int(self.headers["Content-Length"])
-        stub.requests.append((self.path, dict(self.headers), json.loads(self.rfile.read(length))))
-        status, body, headers, delay = stub.script.pop(0)
-        time.sleep(delay)
-        try:
-          self.send_response(status)
-          for name, value in headers.items():
-            self.send_header(name, value)
-          self.send_header("Content-Length", str(len(body)))
-          self.end_headers()
-          self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-          pass
-
-      def log_message(self, *args):
-        pass
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-  def __enter__(self):
-    self.thread.start()
-    return f"http://127.0.0.1:{self.server.server_port}/v1"
-
-  def __exit__(self, *exc):
-    self.server.shutdown()
-    self.server.server_close()
+  @property
+  def received(self):
+    """(path, headers, body) of each request."""
+    return [(path, headers, body) for (path, body), headers in zip(self.requests, self.headers)]
 
 
 def _client(url, **kwargs):
@@ -81,7 +52,7 @@ def test_request_body_and_auth_header(monkeypatch):
   with stub as url:
     OpenAICompatibleClient(url, model="judge", api_key_env="TEST_KEY").chat(
         [{"role": "user", "content": "q"}], temperature=0.0, stop=("\n",), top_k=0)
-  path, headers, body = stub.requests[0]
+  path, headers, body = stub.received[0]
   assert path == "/v1/chat/completions"
   assert headers["Authorization"] == "Bearer secret-123"
   assert body == {"model": "judge", "messages": [{"role": "user", "content": "q"}],

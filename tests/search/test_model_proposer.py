@@ -1,10 +1,9 @@
 """Model proposers: a chat client's replies become proposals; the OpenAI-compatible one is
 tested against a local stub server."""
-import http.server
 import json
-import threading
 import time
 
+from tests import http_stub
 from tests.search import fakes
 from tests.search import test_seeds
 from whale_jax import tasks
@@ -75,43 +74,7 @@ def test_concurrent_calls_keep_the_order_of_their_seeds():
       f"seed {test_seeds.reference_seed(0, 'proposer_call', 1, i)}" for i in range(5)]
 
 
-class StubServer:
-  """A chat-completions endpoint answering from a script of (status, body, headers, delay)."""
-
-  def __init__(self, script):
-    self.script, self.requests = list(script), []
-    stub = self
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-
-      def do_POST(self):  # pylint: disable=invalid-name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        stub.requests.append(body)
-        status, payload, headers, delay = stub.script.pop(0)
-        time.sleep(delay)
-        try:
-          self.send_response(status)
-          for name, value in headers.items():
-            self.send_header(name, value)
-          self.send_header("Content-Length", str(len(payload)))
-          self.end_headers()
-          self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-          pass
-
-      def log_message(self, *args):
-        pass
-
-    self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-  def __enter__(self):
-    self.thread.start()
-    return f"http://127.0.0.1:{self.server.server_port}/v1"
-
-  def __exit__(self, *exc_info):
-    self.server.shutdown()
-    self.server.server_close()
+StubServer = http_stub.ScriptedServer  # (status, body bytes, headers, delay) per request
 
 
 def _completion(text):
