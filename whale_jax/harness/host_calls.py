@@ -186,8 +186,10 @@ def serve_llm(backend, tokenizer, defaults, message, call_index, episode_start,
   if len(completions) != params.n:
     raise InfraError(f"The LLM backend returned {len(completions)} completions for n="
                      f"{params.n}.")
-  sampling = {name: list(value) if isinstance(value, tuple) else value
-              for name, value in dataclasses.asdict(params).items()}
+  sampling = {}  # its fields are plain values and tuples: no need for asdict's deep copies
+  for field in dataclasses.fields(params):
+    value = getattr(params, field.name)
+    sampling[field.name] = list(value) if isinstance(value, tuple) else value
   call = trajectory_lib.LLMCall(
       method=method, messages=message.get("messages") if method == "chat" else None,
       prompt=message.get("prompt") if method == "generate" else None,

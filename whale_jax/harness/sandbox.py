@@ -81,6 +81,7 @@ PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 SOCK_FILTER_BYTES = 8
+SIGKILL_NUMBER = int(signal.SIGKILL)  # a plain int: no enum work in the forked child
 
 _REFUSED_EVENTS = frozenset({
     "os.system", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.chdir", "os.chroot",
@@ -358,9 +359,13 @@ def _trimmed_traceback(error, filename):
   return text
 
 
-def _set_parent_death_signal(prctl):
+def _set_parent_death_signal(prctl, parent_pid=None):
+  """SIGKILL to this process when its parent dies; exits at once if parent_pid (not None) has
+  died already."""
   if prctl is not None:
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    prctl(PR_SET_PDEATHSIG, SIGKILL_NUMBER, 0, 0, 0)
+  if parent_pid is not None and os.getppid() != parent_pid:
+    os._exit(4)  # the parent died before the death signal was armed
 
 
 def _load_fork():
@@ -457,45 +462,61 @@ def _unaudited_entries():
           if name in namespace]
 
 
-def _confine(workdir, config, parent_pid, prctl, programs, tmpdir=None, prepared=None):
-  """Confines this process to a fresh workdir (and tmpdir). Irreversible; see the module
-  docstring. prepared: _prepare_confinement(...) made by the zygote before the fork."""
-  if prepared is None:
-    prepared = _prepare_confinement(config)
-  _set_parent_death_signal(prctl)
-  if parent_pid is not None and os.getppid() != parent_pid:
-    os._exit(4)  # the parent died before the death signal was armed
-  os.mkdir(workdir, 0o700)
-  if tmpdir is not None:
-    os.mkdir(tmpdir, 0o700)
-  if os.geteuid() == 0:  # no namespace: drop to nobody
-    for path in (workdir, tmpdir):
-      if path is not None:
+def _confine(workdir, config, parent_pid, prctl, programs, tmpdir=None):
+  """Confines this process to a fresh workdir (and tmpdir): exec mode's whole confinement.
+  Irreversible; see the module docstring."""
+  prepared = _prepare_confinement(config)
+  _set_parent_death_signal(prctl, parent_pid)
+  _make_folders(workdir, tmpdir)
+  roots = () if tmpdir is None else ("/tmp", tmpdir)
+  _confine_child(config, prctl, programs, prepared, os.path.realpath(workdir), roots)
+
+
+def _make_folders(workdir, tmpdir):
+  """Creates the fresh working folder (and tmpdir), owned by nobody when running as root."""
+  for path in (workdir, tmpdir):
+    if path is not None:
+      os.mkdir(path, 0o700)
+      if os.geteuid() == 0:  # no namespace: the process drops to nobody
         os.chown(path, NOBODY, NOBODY)
+
+
+def _process_limits(config):
+  """The limits a zygote can take on itself for all its children (address space, file size,
+  no core files; SIGXFSZ ignored, so an over-large file fails with EFBIG instead)."""
+  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+  resource.setrlimit(resource.RLIMIT_AS, (config["memory_bytes"],) * 2)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (config["file_size_bytes"],) * 2)
+  resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _confine_child(config, prctl, programs, prepared, workdir, roots):
+  """The rest of the confinement, in the process that will run untrusted code (after the
+  death signal, its folders and, unless prepared["limits_inherited"], _process_limits)."""
   os.chdir(workdir)
   if os.geteuid() == 0:
     os.setgroups([])
     os.setgid(NOBODY)
     os.setuid(NOBODY)
   _install_seccomp(prctl, programs, prepared["no_new_privs"])
-  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large file fails with EFBIG instead
-  memory_bytes, cpu_seconds = config["memory_bytes"], config["cpu_seconds"]
-  resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+  if not prepared["limits_inherited"]:
+    _process_limits(config)
+  cpu_seconds = config["cpu_seconds"]
   resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
   resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-  resource.setrlimit(resource.RLIMIT_FSIZE, (config["file_size_bytes"],) * 2)
   resource.setrlimit(resource.RLIMIT_NOFILE, (config["max_open_files"],) * 2)
-  resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
   for namespace, name in prepared["unaudited"]:
     namespace.pop(name, None)
   sys.meta_path.insert(0, prepared["finder"])
-  roots = () if tmpdir is None else ("/tmp", tmpdir)
-  sys.addaudithook(_make_audit_hook(os.getcwd(), roots))
+  # Made here, not in a zygote: a harness's gc.get_objects() sees it (and the zygote would pay
+  # a fault per page its defaults touch, twice, for making and dropping it).
+  sys.addaudithook(_make_audit_hook(workdir, roots))
 
 
-def _prepare_confinement(config, no_new_privs=False):
-  """What _confine needs that a zygote can make once instead of in every child."""
+def _prepare_confinement(config, no_new_privs=False, limits_inherited=False):
+  """What the confinement needs that a zygote can make once instead of in every child."""
   return {"unaudited": _unaudited_entries(), "no_new_privs": no_new_privs,
+          "limits_inherited": limits_inherited,
           "finder": _RefuseNewImports(config["allowed_imports"])}
 
 
@@ -516,34 +537,39 @@ def _drain(fd):
       return
 
 
-def _run_episode_child(channel, private_fds, status_fd, config, message, code, paths, parent_pid,
-                       prctl, programs, untrusted_builtins, prepared):
+class _Episode:
+  """What the zygote prepares for one episode's child before forking it (so that the child,
+  whose every write to an inherited page is a copy-on-write fault, does less)."""
+  __slots__ = ("code", "task", "llm", "tools", "stdout", "module", "workdir", "roots")
+
+  def __init__(self, code, task, llm, tools, stdout, module, workdir, roots):
+    self.code, self.task, self.llm, self.tools = code, task, llm, tools
+    self.stdout, self.module, self.workdir, self.roots = stdout, module, workdir, roots
+
+
+def _run_episode_child(channel, private_fds, status_fd, config, episode, parent_pid, prctl,
+                       programs, prepared):
   """Runs in the forked child: confine, execute the harness, report, exit. Never returns."""
   exit_process = os._exit
   for fd in private_fds:
     os.close(fd)
   os.setpgid(0, 0)
-  stdout = _BoundedText(config["max_stdout_chars"])
   try:
-    _confine(paths[0], config, parent_pid, prctl, programs, paths[1], prepared)
+    _set_parent_death_signal(prctl, parent_pid)
+    _confine_child(config, prctl, programs, prepared, episode.workdir, episode.roots)
   except BaseException as error:  # pylint: disable=broad-except
     os.write(status_fd, f"sandbox confinement failed: {error!r}".encode()[:4096])
     exit_process(0)
   os.close(status_fd)  # end of the confinement report: the harness can no longer write to it
+  stdout = episode.stdout
   sys.stdout = sys.stderr = stdout
-  if "random" in sys.modules:  # the same stream for every harness run on this task and seed
-    sys.modules["random"].seed(message["random_seed"])
-  host = _Host(channel, exit_process)
   try:
-    module = types.ModuleType("harness")
-    module.__file__ = HARNESS_FILENAME
-    module.__builtins__ = untrusted_builtins
-    sys.modules["harness"] = module  # dataclasses and friends look the module up there
-    exec(code, module.__dict__)  # pylint: disable=exec-used
+    module = episode.module
+    exec(episode.code, module.__dict__)  # pylint: disable=exec-used
     run = module.__dict__.get("run")
     if not callable(run):
       raise TypeError("The harness defines no function run(task, llm, tools).")
-    answer = run(message["task"], LLM(host), Tools(host, message["tool_names"]))
+    answer = run(episode.task, episode.llm, episode.tools)
     if not isinstance(answer, str):
       raise TypeError(f"run() returned {type(answer).__name__}; it must return the final answer "
                       "as a str.")
@@ -686,10 +712,25 @@ def _serve_worker(control_in_fd, control_out_fd):
     os.chmod(root, 0o711)  # nobody may enter its own episode folder, not list the others
   private_fds = (control_in_fd, control_out_fd)
   cache = collections.OrderedDict()
-  prepared = _prepare_confinement(config, no_new_privs=bool(programs))
+  try:
+    _process_limits(config)  # inherited by every child
+    limits_inherited = True
+  except (OSError, ValueError):
+    limits_inherited = False  # each child sets them and reports the failure
+  prepared = _prepare_confinement(config, no_new_privs=bool(programs),
+                                  limits_inherited=limits_inherited)
   zygote_pid, lines_hash = os.getpid(), None
+  # Made once: each child changes only its own copy, so the next child gets them pristine.
+  host = _Host(data, os._exit)
+  llm, stdout = LLM(host), _BoundedText(config["max_stdout_chars"])
+  module = types.ModuleType("harness")
+  module.__file__ = HARNESS_FILENAME
+  module.__builtins__ = untrusted_builtins
+  sys.modules["harness"] = module  # dataclasses and friends look the module up there
+  random_module = sys.modules.get("random")
   # Namespaced, the folder is this worker's alone and /tmp points into it.
   paths = (os.path.join(root, "episode"), os.path.join(root, "tmp")) if namespaced else None
+  roots = ("/tmp", paths[1]) if namespaced else ()
   control.send({"type": "ready", "missing": missing})
   for count in itertools.count(1):
     message = control.receive()
@@ -707,15 +748,25 @@ def _serve_worker(control_in_fd, control_out_fd):
                                            message["source"].splitlines(True), HARNESS_FILENAME)
     if not namespaced:
       paths = (os.path.join(root, f"episode-{count}"), None)
+    try:
+      _make_folders(*paths)
+    except OSError as error:
+      control.send({"type": "exit", "status": 0, "cpu_seconds": 0.0, "retire": True,
+                    "confine_error": f"sandbox confinement failed: {error!r}"})
+      return  # its folder cannot be made: the host replaces this worker
+    if random_module is not None:  # the same stream for every harness run on this task and seed
+      random_module.seed(message["random_seed"])
+    tools = Tools(host, message["tool_names"])
     _drain(data.read_fd)
     status_read, status_write = os.pipe()
+    episode = _Episode(code, message["task"], llm, tools, stdout, module, paths[0], roots)
     gc.freeze()  # keeps the collector from touching (and so copying) the zygote's pages
     pid = fork()
     if pid == 0:
       try:
         os.close(status_read)
-        _run_episode_child(data, private_fds, status_write, config, message, code, paths,
-                           zygote_pid, prctl, programs, untrusted_builtins, prepared)
+        _run_episode_child(data, private_fds, status_write, config, episode, zygote_pid, prctl,
+                           programs, prepared)
       finally:
         os._exit(5)
     gc.unfreeze()

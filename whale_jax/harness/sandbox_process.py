@@ -147,7 +147,7 @@ class _LineBuffer:
 
 
 def _parse(line):
-  message = json.loads(line)
+  message = json.loads(line.decode())  # UTF-8 (a UnicodeDecodeError is a ValueError)
   if not isinstance(message, dict) or not isinstance(message.get("type"), str):
     raise ValueError(f"expected a JSON object with a 'type'; got {line[:200]!r}")
   return message
