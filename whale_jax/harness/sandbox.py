@@ -224,6 +224,36 @@ class _BoundedText(io.TextIOBase):
     return text + (f"\n[{self.dropped} more characters not kept]" if self.dropped else "")
 
 
+def _json_functions():
+  """(encode, decode) for one JSON line each: json.dumps and json.loads without their
+  Python-level layers (each frame an episode's child runs touches, and so copies, pages)."""
+  make_encoder = getattr(json.encoder, "c_make_encoder", None)
+  scan_once = json.scanner.make_scanner(json.JSONDecoder())
+  default = json.JSONEncoder().default
+  escape = json.encoder.encode_basestring_ascii
+
+  def encode(message):
+    if make_encoder is None:
+      return json.dumps(message)
+    return "".join(make_encoder({}, default, escape, None, ": ", ", ", False, False, True)(
+        message, 0))
+
+  def decode(line):
+    text = line.decode().strip()
+    try:
+      value, end = scan_once(text, 0)
+    except StopIteration:
+      raise ValueError(f"not a JSON value: {text[:200]!r}") from None
+    if end != len(text):
+      raise ValueError(f"extra data after a JSON value: {text[:200]!r}")
+    return value
+
+  return encode, decode
+
+
+_encode_json, _decode_json = _json_functions()
+
+
 class _Channel:
   """JSON lines over two file descriptors."""
 
@@ -231,7 +261,7 @@ class _Channel:
     self.read_fd, self.write_fd, self.buffer = read_fd, write_fd, bytearray()
 
   def send(self, message):
-    data = json.dumps(message).encode() + b"\n"
+    data = _encode_json(message).encode() + b"\n"
     view = memoryview(data)
     while view:
       view = view[os.write(self.write_fd, view):]
@@ -249,7 +279,7 @@ class _Channel:
       line = bytes(self.buffer[:end])
       del self.buffer[:end + 1]
       if line.strip():
-        messages.append(json.loads(line))
+        messages.append(_decode_json(line))
     return messages
 
   def receive(self):
@@ -260,7 +290,7 @@ class _Channel:
         line = bytes(self.buffer[:end])
         del self.buffer[:end + 1]
         if line.strip():
-          return json.loads(line)
+          return _decode_json(line)
         continue
       chunk = os.read(self.read_fd, 1 << 16)
       if not chunk:
@@ -648,11 +678,14 @@ def _clear_folder(root, expected):
   return not os.listdir(root)
 
 
-def _wait_for_child(control, pid, status_fd):
+def _wait_for_child(control, pid, status_fd, pidfd_functions):
   """Serves kill requests until the child is gone; returns (wait status, rusage, confinement
-  error text), or (None, None, "") when the host went away (the child is then killed)."""
+  error text), or (None, None, "") when the host went away (the child is then killed).
+  pidfd_functions: (os.pidfd_open, signal.pidfd_send_signal) or Nones, kept by the zygote
+  (the modules no longer have them)."""
+  pidfd_open, pidfd_send_signal = pidfd_functions
   try:
-    pidfd = os.pidfd_open(pid)
+    pidfd = pidfd_open(pid) if pidfd_open and pidfd_send_signal else None
   except OSError:
     pidfd = None
   try:
@@ -666,7 +699,7 @@ def _wait_for_child(control, pid, status_fd):
         if messages is None or any(m.get("type") == "kill" for m in messages):
           try:
             if pidfd is not None:
-              signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+              pidfd_send_signal(pidfd, SIGKILL_NUMBER)
             else:
               os.kill(pid, signal.SIGKILL)
           except ProcessLookupError:
@@ -712,6 +745,9 @@ def _serve_worker(control_in_fd, control_out_fd):
     os.chmod(root, 0o711)  # nobody may enter its own episode folder, not list the others
   private_fds = (control_in_fd, control_out_fd)
   cache = collections.OrderedDict()
+  pidfd_functions = (getattr(os, "pidfd_open", None), getattr(signal, "pidfd_send_signal", None))
+  for namespace, name in _unaudited_entries():  # gone from every child's modules, too
+    namespace.pop(name, None)
   try:
     _process_limits(config)  # inherited by every child
     limits_inherited = True
@@ -769,16 +805,16 @@ def _serve_worker(control_in_fd, control_out_fd):
                            programs, prepared)
       finally:
         os._exit(5)
-    gc.unfreeze()
     os.close(status_write)
     try:
       os.setpgid(pid, pid)
     except OSError:
       pass
     try:
-      status, usage, confine_error = _wait_for_child(control, pid, status_read)
+      status, usage, confine_error = _wait_for_child(control, pid, status_read, pidfd_functions)
     finally:
       os.close(status_read)
+    gc.unfreeze()  # once the child is gone: its writes copy no page the child still shares
     if status is None:
       return  # the host is gone
     if namespaced:
