@@ -3,8 +3,8 @@ a few RSFT steps under one of them, on a few questions.
 
   python bench/demo_probe.py --solver=runs/solver_narrow/solver --max_questions=96 \
       --harnesses=h0,MAX_TURNS=3,MAX_DOC_TOKENS=60,MAX_TURNS=3+MAX_DOC_TOKENS=60,TOPK=3
-  python bench/demo_probe.py --harnesses=h0,query_rewrite#1,retrieve_first \
-      --train_harness=MAX_TURNS=3+MAX_DOC_TOKENS=60 --rsft_steps=4
+  python bench/demo_probe.py --harnesses=h0,MAX_TURNS=3+MAX_DOC_TOKENS=60 \
+      --train_harnesses=h0,MAX_TURNS=3+MAX_DOC_TOKENS=60 --rsft_steps=4
 
 A harness is "h0" (the domain's seed harness) or edits of it joined by "+", applied in order:
 "NAME=value" sets a module-level constant of the harness (MAX_TURNS, TOPK, MAX_DOC_TOKENS),
@@ -14,8 +14,10 @@ verify_then_retry, ...). Every harness is scored on the same questions (the firs
 --max_questions of --split) with the same episode seeds as the demo's test evaluation
 (rollouts.collect with seed key ("test",)), config.loop.eval_num_samples samples each, so the
 rows are paired; each row prints its paired difference from the first harness. With
---rsft_steps, that many online RSFT steps (loop.rsft_step, the demo's weight step) run under
---train_harness after the first scoring, and every harness is scored again.
+--rsft_steps, for each harness of --train_harnesses in turn, that many online RSFT steps
+(loop.rsft_step, the demo's weight step) run from the starting weights under it (each arm
+from the same weights, prompts and episode seeds), and every harness is scored again: a
+(weights x harness) table.
 
 The config is configs/demo.py (or --config) with --override key=value pairs; --solver points
 its model and tokenizer at another solver directory (what configs/embedded_solver.py writes
@@ -41,8 +43,9 @@ def define_flags():
   flags.DEFINE_list("harnesses", ["h0"], "Harness specs (see the module docstring).")
   flags.DEFINE_string("split", "test", "The split whose first questions are scored.")
   flags.DEFINE_integer("max_questions", 96, "Questions scored per harness (0: the split).")
-  flags.DEFINE_string("train_harness", "", "The harness spec the RSFT steps run under.")
-  flags.DEFINE_integer("rsft_steps", 0, "Online RSFT steps after the first scoring.")
+  flags.DEFINE_list("train_harnesses", [], "Harness specs to run the RSFT steps under, each "
+                    "from the starting weights.")
+  flags.DEFINE_integer("rsft_steps", 0, "Online RSFT steps of each training arm.")
 
 
 def build_harness(spec, seed_source, domain_name):
@@ -82,8 +85,9 @@ def main(argv):
   if FLAGS.solver:
     config.model = dict(source="hf", path=FLAGS.solver)
     config.tokenizer = FLAGS.solver
-  if FLAGS.rsft_steps and not FLAGS.train_harness:
-    raise ValueError("--rsft_steps needs --train_harness (a harness spec, e.g. h0).")
+  if FLAGS.rsft_steps and not FLAGS.train_harnesses:
+    raise ValueError("--rsft_steps needs --train_harnesses (harness specs, e.g. h0).")
+  import jax  # pylint: disable=import-outside-toplevel
   scratch = tempfile.mkdtemp(prefix="demo_probe_")
   run = builders.build_run(config, scratch, show_progress=False)
   try:
@@ -91,8 +95,6 @@ def main(argv):
     specs = list(FLAGS.harnesses)
     harnesses = {spec: Harness(build_harness(spec, seed_source, run.domain.name))
                  for spec in specs}
-    train = (Harness(build_harness(FLAGS.train_harness, seed_source, run.domain.name))
-             if FLAGS.train_harness else None)
     instances = run.splits[FLAGS.split]
     if FLAGS.max_questions:
       instances = instances[:FLAGS.max_questions]
@@ -111,13 +113,21 @@ def main(argv):
               f"{100 * mean:+.1f} (SE {100 * error:.1f}, n={count})", flush=True)
 
     score_all("start")
-    for step in range(FLAGS.rsft_steps):
-      metrics = loop.rsft_step(run, train)
-      print(f"rsft step {step + 1} under {FLAGS.train_harness}: reward "
-            f"{metrics.get('reward', float('nan')):.3f}, kept {metrics.get('accepted')}",
-            flush=True)
-    if FLAGS.rsft_steps:
-      score_all(f"rsft {FLAGS.rsft_steps}")
+    if not FLAGS.rsft_steps:
+      return
+    # The train step donates its input state: keep a copy of the starting one.
+    start = jax.tree.map(lambda x: jax.device_put(np.array(x), x.sharding), run.policy.state)
+    for arm, spec in enumerate(FLAGS.train_harnesses):
+      if arm:
+        run.policy.set_state(jax.tree.map(lambda x: jax.device_put(np.array(x), x.sharding),
+                                          start))
+      run.state = loop.LoopState(incumbent=seed_source)
+      train = Harness(build_harness(spec, seed_source, run.domain.name))
+      for step in range(FLAGS.rsft_steps):
+        metrics = loop.rsft_step(run, train)
+        print(f"rsft step {step + 1} under {spec}: reward {metrics['reward']:.3f}, kept "
+              f"{metrics['accepted']}", flush=True)
+      score_all(f"rsft@{arm}")
   finally:
     demo_pairs.close(run)
     shutil.rmtree(scratch, ignore_errors=True)
