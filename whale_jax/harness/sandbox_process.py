@@ -16,7 +16,6 @@ stdin/stdout as its data pipes and stderr discarded. Killing the bwrap process k
 namespace (--die-with-parent). Everything it sends is untrusted: messages are size-limited and
 must be JSON objects with a "type".
 """
-import base64
 import json
 import os
 import select
@@ -41,8 +40,7 @@ def sandbox_config(confinement):
   """The config entries telling sandbox.py how it is confined."""
   return {"namespaced": confinement.namespaced,
           "host_pid": None if confinement.namespaced else os.getpid(),
-          "seccomp_programs": [base64.b64encode(program).decode()
-                               for program in confinement.child_programs()]}
+          "seccomp_programs": [program.hex() for program in confinement.child_programs()]}
 
 
 def start(mode, workdir, confinement, use_site_packages=False, pass_fds=(), args=(),
