@@ -250,7 +250,7 @@ def _json_functions():
   return encode, decode
 
 
-_encode_json, _decode_json = _json_functions()
+encode_json, decode_json = _json_functions()  # the host side uses them too
 
 
 class _Channel:
@@ -260,7 +260,7 @@ class _Channel:
     self.read_fd, self.write_fd, self.buffer = read_fd, write_fd, bytearray()
 
   def send(self, message):
-    data = _encode_json(message).encode() + b"\n"
+    data = encode_json(message).encode() + b"\n"
     view = memoryview(data)
     while view:
       view = view[os.write(self.write_fd, view):]
@@ -278,7 +278,7 @@ class _Channel:
       line = bytes(self.buffer[:end])
       del self.buffer[:end + 1]
       if line.strip():
-        messages.append(_decode_json(line))
+        messages.append(decode_json(line))
     return messages
 
   def receive(self):
@@ -289,7 +289,7 @@ class _Channel:
         line = bytes(self.buffer[:end])
         del self.buffer[:end + 1]
         if line.strip():
-          return _decode_json(line)
+          return decode_json(line)
         continue
       chunk = os.read(self.read_fd, 1 << 16)
       if not chunk:
@@ -398,26 +398,26 @@ def _set_parent_death_signal(prctl, parent_pid=None):
 
 
 def _load_fork():
-  """fork() for the zygote: libc's, called with the GIL held. It skips CPython's at-fork work
-  (re-creating thread states and locks, running os.register_at_fork callbacks such as random's
-  re-seeding), which a process with a single thread does not need, and so what that work would
-  write: fewer copy-on-write page faults in every child. The child seeds random itself. os.fork
-  where ctypes or libc is missing, or once the process has a second thread."""
+  """fork() -> (pid, by_libc) for the zygote: libc's fork, called with the GIL held and without
+  errno handling. It skips CPython's at-fork work (re-creating thread states and locks, running
+  os.register_at_fork callbacks such as random's re-seeding), which a process with a single
+  thread does not need, and so what that work would write: fewer copy-on-write page faults in
+  every child. os.fork (by_libc False: its child's random was re-seeded from the OS) where
+  ctypes or libc is missing, once the process has a second thread, or when libc's fork failed
+  (os.fork then raises OSError with the reason)."""
   try:
     import ctypes  # pylint: disable=import-outside-toplevel
-    libc_fork = ctypes.PyDLL(None, use_errno=True).fork
+    libc_fork = ctypes.PyDLL(None).fork
   except (ImportError, OSError, AttributeError):
-    return os.fork
+    return lambda: (os.fork(), False)
   libc_fork.argtypes, libc_fork.restype = [], ctypes.c_int
 
   def fork():
-    if _thread._count():  # pylint: disable=protected-access
-      return os.fork()
-    pid = libc_fork()
-    if pid < 0:
-      code = ctypes.get_errno()
-      raise OSError(code, f"fork: {os.strerror(code)}")
-    return pid
+    if not _thread._count():  # pylint: disable=protected-access
+      pid = libc_fork()
+      if pid >= 0:
+        return pid, True
+    return os.fork(), False
 
   return fork
 
@@ -798,9 +798,11 @@ def _serve_worker(control_in_fd, control_out_fd):
     status_read, status_write = os.pipe()
     episode = _Episode(code, message["task"], llm, tools, stdout, module, paths[0], roots)
     gc.freeze()  # keeps the collector from touching (and so copying) the zygote's pages
-    pid = fork()
+    pid, by_libc = fork()
     if pid == 0:
       try:
+        if random_module is not None and not by_libc:
+          random_module.seed(message["random_seed"])  # os.fork's child re-seeded it
         os.close(status_read)
         _run_episode_child(data, private_fds, status_write, config, episode, zygote_pid, prctl,
                            programs, prepared)

@@ -16,7 +16,6 @@ stdin/stdout as its data pipes and stderr discarded. Killing the bwrap process k
 namespace (--die-with-parent). Everything it sends is untrusted: messages are size-limited and
 must be JSON objects with a "type".
 """
-import json
 import os
 import select
 import signal
@@ -24,6 +23,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from whale_jax.harness import sandbox
 
 READ_CHUNK_BYTES = 1 << 16
 
@@ -145,7 +146,7 @@ class _LineBuffer:
 
 
 def _parse(line):
-  message = json.loads(line.decode())  # UTF-8 (a UnicodeDecodeError is a ValueError)
+  message = sandbox.decode_json(line)  # UTF-8 (a UnicodeDecodeError is a ValueError)
   if not isinstance(message, dict) or not isinstance(message.get("type"), str):
     raise ValueError(f"expected a JSON object with a 'type'; got {line[:200]!r}")
   return message
@@ -173,7 +174,7 @@ class Channel:
   def send(self, message, timeout_seconds, control=False):
     """Writes one message; raises TimeoutError if the process stops reading, EOFError if gone."""
     write_fd = self._writers[control]
-    view = memoryview(json.dumps(message).encode() + b"\n")
+    view = memoryview(sandbox.encode_json(message).encode() + b"\n")
     deadline = time.monotonic() + timeout_seconds
     with self._locks[control]:
       writable = True  # try the write first: a pipe with room takes it in one call
