@@ -1,4 +1,4 @@
-r"""Agentic rollout throughput: multi-turn episodes through the harness runtime, three backends.
+r"""Agentic rollout throughput: multi-turn episodes through the harness runtime, four backends.
 
   python bench/agentic_throughput.py                         # ~100M model, 2 questions x G=8
   python bench/agentic_throughput.py --model=small --questions=1 --turns=3
@@ -9,7 +9,10 @@ searches the corpus (local BM25, top passages of a few hundred tokens) after eac
 asks again, for --turns model calls per episode; every call sends the whole conversation so
 far. G = --group episodes share each question (as GRPO's group does), with different seeds.
 The same episodes are served, one backend after the other in one process, by:
-  whale_jax with prefix sharing (the engine's prefix cache, default settings),
+  whale_jax with prefix sharing (the engine's prefix cache, default settings: prefilled
+    blocks only, bitwise the uncached engine's results),
+  whale_jax with prefix sharing that also caches completion blocks (backend
+    cached_completions: prefix_cache_completions=True, within ~2e-6 of uncached),
   whale_jax without it (prefix_cache_bytes=0, share_identical_prompts=False: every call
     prefills its whole prompt), and
   transformers `generate` (a backend that batches the calls waiting at that moment into one
@@ -65,7 +68,10 @@ flags.DEFINE_integer("group", 8, "Episodes per question (G).")
 flags.DEFINE_integer("turns", 4, "Model calls per episode (a search between two calls).")
 flags.DEFINE_integer("max_tokens", 24, "Tokens generated per call.")
 flags.DEFINE_integer("topk", 2, "Passages per search.")
-flags.DEFINE_list("backends", ["cached", "uncached", "transformers"], "Backends to run.")
+flags.DEFINE_list("backends", ["cached", "uncached", "transformers"], "Backends to run: "
+                  "cached, cached_completions, uncached, transformers.")
+flags.DEFINE_integer("steps_per_call", 4, "The whale_jax engine's decode steps per device "
+                     "call: a call arriving during a decode call waits for it to end.")
 flags.DEFINE_list("torch_threads", ["1", "2"], "Thread counts probed for transformers.")
 flags.DEFINE_string("dtype", "float32", "whale_jax weights and compute dtype.")
 flags.DEFINE_string("json_out", "", "Optional path for the results as JSON.")
@@ -220,7 +226,13 @@ def run_episodes(backend, tokenizer, episodes):
   return elapsed, calls
 
 
+BACKENDS = ("cached", "cached_completions", "uncached", "transformers")
+
+
 def main(_):
+  unknown = [name for name in FLAGS.backends if name not in BACKENDS]
+  if unknown:
+    raise app.UsageError(f"--backends: unknown {unknown}; choose from {', '.join(BACKENDS)}.")
   tokenizer = load_tokenizer("byte")
   episodes = make_episodes()
   rows = []
@@ -273,11 +285,12 @@ def main(_):
                    generate_calls=backend.calls)
       saved = 0
     else:
-      options = ({} if name == "cached" else
-                 {"prefix_cache_bytes": 0, "share_identical_prompts": False})
+      options = {"cached": {}, "cached_completions": {"prefix_cache_completions": True},
+                 "uncached": {"prefix_cache_bytes": 0, "share_identical_prompts": False}}[name]
       slots = len(episodes)  # one slot per episode in flight: one slot batch shape
       with Sampler(config, params, tokenizer=tokenizer, max_slots=slots, min_slots=slots,
-                   steps_per_call=16, max_cache_length=4096, **options) as sampler:
+                   steps_per_call=FLAGS.steps_per_call, max_cache_length=4096,
+                   **options) as sampler:
         start = time.perf_counter()
         warmup_compiles = sampler.engine.warm_up(
             batch_sizes=[slots], min_cache_length=min(first_prompts) - 16,
@@ -320,7 +333,7 @@ def main(_):
   by_name = {row["backend"]: row for row in rows if "backend" in row}
   ratios = {}
   if "cached" in by_name:
-    for other in ("uncached", "transformers"):
+    for other in ("cached_completions", "uncached", "transformers"):
       if other in by_name:
         ratios[f"cached_over_{other}"] = round(by_name["cached"]["episodes_per_second"] /
                                                by_name[other]["episodes_per_second"], 2)

@@ -4,7 +4,8 @@ Cached and uncached engines serve the same calls in the same order, so the only 
 between them is where a prompt's prefix KV comes from (the block pool or a fresh prefill).
 Every prefill computes a position with the same operations (fixed-size chunks, with or
 without a cached prefix), so KV cached from prompts is bitwise what a fresh prefill makes:
-tokens and float32 logprobs must be identical. KV cached from completions was made by decode
+tokens and float32 logprobs must be identical; that is the engine's default, which caches
+prompt blocks only. KV cached from completions (prefix_cache_completions=True) was made by decode
 steps, whose products have other shapes than a prefill's and so round differently; there
 tokens must be identical and logprobs within 1e-6 of each other relative to their size
 (|a - b| <= 1e-6 * max(1, |b|)). That is the engine's own rounding noise: the uncached engine
@@ -149,13 +150,14 @@ def test_ragged_multi_turn_episodes_match_uncached(params, block_size, cache_byt
 
 
 def test_prompt_blocks_stay_bitwise_after_evictions(params):
-  """Other episodes first fill a 12-block pool, so serving these evicts their blocks."""
+  """Other episodes first fill a 12-block pool, so serving these evicts their blocks (default
+  engine: prompt blocks only)."""
   filler, episodes = (_episodes(6, np.random.default_rng(seed)) for seed in (5, 1))
   sampling = SamplingParams(max_tokens=20, temperature=1.0)
   outputs, metrics = [], []
   for budget in (12 * 2 * 2 * 4 * 2 * 8 * 4, 0):
     with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS, prefix_cache_bytes=budget,
-                 prefix_block_size=4, prefix_cache_completions=False) as sampler:
+                 prefix_block_size=4) as sampler:
       _run_episodes(sampler, filler, sampling)
       before = sampler.metrics()
       outputs.append(_run_episodes(sampler, episodes, sampling))

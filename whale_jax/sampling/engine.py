@@ -11,14 +11,16 @@ holds short ones hostage; the slot batch shrinks again when few samples remain.
 
 Prefix sharing: requests with identical prompts admitted together share one prefill row, and
 the prefix cache (prefix_cache.py: an index of 16-token blocks over a fixed pool of KV pages)
-serves every full block a prompt shares with an earlier prompt or prompt + completion, so the
-G samples of a group and the next turn of an episode compute only what is new. Its pages
+serves every full block a prompt shares with an earlier prefilled prompt (and, with
+prefix_cache_completions, an earlier prompt + completion), so the G samples of a group and
+the next turn of an episode compute only what is new. Its pages
 are read into the prefill cache and written from prefills and finished decode slots by
 jitted gathers and scatters of padded index arrays; shapes never depend on what is cached.
 
 Shape buckets keep compilations few: slots in powers of two (at least min_slots), cache and
 prompt lengths in the sequence 32, 48, 64, 96, 128, ... (each step at most 1.5x), prefill
-and insert batches in powers of four. The cache grows with the samples (enough for the next
+batches in powers of four (at most the slot batch), inserts padded to the slot batch. The
+cache grows with the samples (enough for the next
 decode call, never past a sample's prompt + max_tokens), so attention reads little more than
 is filled.
 
@@ -248,8 +250,11 @@ class Engine:
     prefix_block_size: tokens per cached block: 1, 2, 4, 8 or 16.
     prefix_cache_completions: also cache each finished sample's prompt + completion blocks
       (their KV is in its decode slot), so that a next turn that starts with them skips the
-      completion too. Off: only prefilled prompt blocks are cached, and a next turn
-      recomputes the previous completion once.
+      completion too. That KV was made by decode steps, whose products round differently
+      from a prefill's: logprobs after it differ from the uncached engine's by up to ~2e-6.
+      Off (the default): only prefilled prompt blocks are cached, so cached and uncached
+      engines agree bitwise, and a next turn recomputes the previous completion once (as a
+      prefill, whose blocks are then cached).
     share_identical_prompts: requests with the same prompt admitted in one round share one
       prefill row (exact for every model, hybrid ones included). False prefills each (a
       baseline for benchmarks).
@@ -258,7 +263,7 @@ class Engine:
   def __init__(self, config, params, tokenizer=None, mesh=None, rules=None, max_slots=64,
                min_slots=1, steps_per_call=64, max_cache_length=None,
                max_prefill_tokens=8192, num_stop_ids=16, unrolled=None,
-               prefix_cache_bytes=None, prefix_block_size=16, prefix_cache_completions=True,
+               prefix_cache_bytes=None, prefix_block_size=16, prefix_cache_completions=False,
                share_identical_prompts=True):
     for name, value in (("max_slots", max_slots), ("min_slots", min_slots),
                         ("steps_per_call", steps_per_call),
