@@ -185,7 +185,7 @@ class HarnessRuntime:
       raise TypeError(f"Episode {episode.task_id!r}: task must be a JSON-serializable dict of "
                       f"public fields ({error}).") from None
     episode_id = episode.episode_id or f"{episode.task_id}#{next(self._sequence)}"
-    episode = dataclasses.replace(episode, task=task, episode_id=episode_id)
+    episode = Episode(episode.task_id, task, episode.tools, episode.sampling, episode_id)
     future = concurrent.futures.Future()
     with self._lock:
       if self._closed:

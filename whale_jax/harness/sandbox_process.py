@@ -170,6 +170,8 @@ class Channel:
     self._data = _LineBuffer(data_read_fd, max_message_bytes)
     self._control = (None if control_read_fd is None else
                      _LineBuffer(control_read_fd, max_message_bytes))
+    self._buffers = [(source, buffer) for source, buffer in
+                     (("control", self._control), ("data", self._data)) if buffer is not None]
 
   def send(self, message, timeout_seconds, control=False):
     """Writes one message; raises TimeoutError if the process stops reading, EOFError if gone."""
@@ -203,8 +205,7 @@ class Channel:
     rest of it is skipped); ValueError for a line that is not a JSON object with a "type".
     """
     deadline = time.monotonic() + max(0.0, timeout_seconds)
-    buffers = [("control", self._control), ("data", self._data)]
-    buffers = [(source, buffer) for source, buffer in buffers if buffer is not None]
+    buffers = self._buffers
     while True:
       for source, buffer in buffers:
         line = buffer.next_line()
