@@ -225,9 +225,10 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
       if step % 25 == 0:
         logging.info("step %d: loss %.3f", step, history[-1]["loss"])
       if step % warm_config.eval_every == 0 or step == warm_config.steps:
+        checkpoint_lib.save(manager, step, policy.state)  # before evaluating: a failed
+        checkpoint_lib.wait_until_finished(manager)       # evaluation loses no training
         result = evaluate(policy, tokenizer, warm_config, harnesses)
         log.log("warm_start", step, loss=history[-1]["loss"], **result)
-        checkpoint_lib.save(manager, step, policy.state)
         logging.info("step %d: loss %.3f, %s", step, history[-1]["loss"], result)
   finally:
     progress.close()
