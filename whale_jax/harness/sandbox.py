@@ -16,22 +16,26 @@ exec    Runs one snippet of Python (the python tool), confined the same way, and
 
 The boundary is the operating system's: namespaces (no network, no other processes, a mount view
 of the Python runtime read-only and one writable folder) and seccomp, which hold against native
-code. What the child adds in-process are early refusals with readable errors, not a boundary:
-in order, death when its parent dies, a fresh empty working directory (and /tmp), privileges
-dropped to nobody when started as root outside a namespace, the child seccomp program (no new
-processes or threads, no exec, no signals or scheduling changes aimed at other processes;
-plus the base program when there are no namespaces), resource limits (address space, CPU
-seconds, no new processes, file size, open files, no core files), a few os/signal functions
-deleted (_UNAUDITED_FUNCTIONS), `import` limited to the allowed modules (even ones already
-loaded), and an audit hook refusing sockets, subprocesses, signals, ctypes, tracing,
-code-object construction and paths outside the working directory and /tmp.
+code. An episode's child gets, in order: death when its parent dies, a fresh empty working
+directory (and /tmp; the zygote makes both just before the fork), privileges dropped to nobody
+when started as root outside a namespace, the child seccomp program (no new processes or
+threads, no exec, no signals or scheduling changes aimed at other processes; plus the base
+program when there are no namespaces), resource limits (CPU seconds, no new processes, open
+files; address space, file size and no core files are set once on the zygote, so every child
+inherits them), a few os/signal functions deleted (_UNAUDITED_FUNCTIONS; the zygote deletes
+them once), `import` limited to the allowed modules (even ones already loaded), and an audit
+hook refusing sockets, subprocesses, signals, ctypes, tracing, code-object construction and
+paths outside the working directory and /tmp. The in-process ones are early refusals with
+readable errors, not a boundary. The zygote prepares whatever it can before forking (see
+_Episode): each page a child writes is a copy-on-write fault, the bulk of an episode's cost.
 
 Channels. stdin/stdout carry data: requests from the current child and the host's replies
 (the worker never reads them; it drains stale bytes before each episode). CONTROL_IN and
 CONTROL_OUT are pipes that only the worker holds (each child closes them first thing), so a
 harness can neither forge nor read control messages; nor can it signal, trace or inspect the
 worker (seccomp, and no /proc in the mount view).
-  host -> worker    {"type": "config", ...limits, "host_pid", "seccomp_programs"}  (control)
+  host -> worker    {"type": "config", ...limits, "host_pid", "seccomp_programs" (hex)}
+                                                                                    (control)
   worker -> host    {"type": "ready", "missing"}                                    (control)
   host -> worker    {"type": "episode", "harness_hash", "source", "task", "tool_names",
                      "random_seed"}                                                 (control)
