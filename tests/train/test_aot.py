@@ -100,6 +100,30 @@ def test_sizes_only_counts_the_arguments_without_compiling():
   assert ">=" in table and "<=" in table  # a lower bound on the peak, an upper on headroom
 
 
+
+def test_whale_config_decode_cache_fits_v6e_8():
+  """configs/whale.py:searchqa's decode call (Qwen3.5-2B shapes, 256 slots) on 8 chips of
+  32 GiB over fsdp (v6e-8): its KV cache of max_cache_length 32,768 positions is the hand
+  count and, with the weights and the waiting optimizer state, leaves 10% of the chip free;
+  with the model's own 262,144 positions it would not fit (sizes only: no compile)."""
+  from configs import whale  # pylint: disable=import-outside-toplevel
+  config = whale.get_config("searchqa")
+  assert config.training.sampler.max_cache_length == 32_768
+  decode = aot.check(config, None, programs=["decode"], devices=jax.devices()[:8],
+                     hbm_bytes=32 * GIB, log=lambda line: None, sizes_only=True)[0][1]
+  # 6 full-attention layers (1 in 4 of 24) x (key, value) x 256 / 8 slots per chip x 32,768
+  # positions x 2 KV heads x head dim 256 x bfloat16 = 12 GiB; the 18 linear-attention
+  # layers' recurrent state per chip: 32 slots x 16 heads x 128 x 128 float32 each, < 1 GiB
+  attention_bytes = 6 * 2 * 32 * 32_768 * 2 * 256 * 2
+  recurrent_bytes = 18 * 32 * 16 * 128 * 128 * 4
+  assert attention_bytes <= decode.cache_bytes <= attention_bytes + 1.25 * recurrent_bytes
+  assert decode.fits, aot.format_table(
+      aot.setups(config, jax.devices()[:8], hbm_bytes=32 * GIB)[0], [decode])
+  config.training.sampler.max_cache_length = None  # the model's 262,144 positions
+  decode = aot.check(config, None, programs=["decode"], devices=jax.devices()[:8],
+                     hbm_bytes=32 * GIB, log=lambda line: None, sizes_only=True)[0][1]
+  assert decode.cache_bytes >= 8 * attention_bytes and not decode.fits
+
 def test_gpu_topology_names_h100_hosts_or_the_extra_to_install():
   """h100:8 is one host of 8 H100s, compiled for by jax's CUDA plugin; where the plugin is not
   installed (the TPU venv, the test venv) the error names the extra that installs it."""
