@@ -17,7 +17,8 @@ rows are paired; each row prints its paired difference from the first harness. W
 --rsft_steps, for each harness of --train_harnesses in turn, that many online RSFT steps
 (loop.rsft_step, the demo's weight step) run from the starting weights under it (each arm
 from the same weights, prompts and episode seeds), and every harness is scored again: a
-(weights x harness) table.
+(weights x harness) table, followed by each arm's paired difference from the starting weights
+under each harness; --out writes every row's per-question means as JSON.
 
 The config is configs/demo.py (or --config) with --override key=value pairs; --solver points
 its model and tokenizer at another solver directory (what configs/embedded_solver.py writes
@@ -46,6 +47,7 @@ def define_flags():
   flags.DEFINE_list("train_harnesses", [], "Harness specs to run the RSFT steps under, each "
                     "from the starting weights.")
   flags.DEFINE_integer("rsft_steps", 0, "Online RSFT steps of each training arm.")
+  flags.DEFINE_string("out", "", "Where to write the per-question means (JSON), if set.")
 
 
 def build_harness(spec, seed_source, domain_name):
@@ -77,6 +79,7 @@ def main(argv):
   del argv
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   import demo_pairs  # pylint: disable=import-outside-toplevel
+  from whale_jax import atomic_files  # pylint: disable=import-outside-toplevel
   from whale_jax.algorithms import builders  # pylint: disable=import-outside-toplevel
   from whale_jax.algorithms import loop  # pylint: disable=import-outside-toplevel
   from whale_jax.algorithms import rollouts  # pylint: disable=import-outside-toplevel
@@ -99,6 +102,8 @@ def main(argv):
     if FLAGS.max_questions:
       instances = instances[:FLAGS.max_questions]
 
+    results = {}
+
     def score_all(stage):
       first = None
       for spec, harness in harnesses.items():
@@ -106,6 +111,7 @@ def main(argv):
                                  run.eval_sampling, run.loop.eval_num_samples, ("test",),
                                  run.loop.seed)
         per_task = batch.per_instance_mean()
+        results[f"{stage}/{spec}"] = per_task
         first = first or per_task
         mean, error, count = demo_pairs.paired(per_task, first)
         print(f"{stage:>10} | {spec:<48} | mean@{run.loop.eval_num_samples} "
@@ -128,7 +134,15 @@ def main(argv):
         print(f"rsft step {step + 1} under {spec}: reward {metrics['reward']:.3f}, kept "
               f"{metrics['accepted']}", flush=True)
       score_all(f"rsft@{arm}")
+    for arm, train_spec in enumerate(FLAGS.train_harnesses):
+      for spec in specs:
+        mean, error, count = demo_pairs.paired(results[f"rsft@{arm}/{spec}"],
+                                               results[f"start/{spec}"])
+        print(f"trained under {train_spec}, scored under {spec}: {100 * mean:+.1f} points "
+              f"from the start (paired SE {100 * error:.1f}, n={count})", flush=True)
   finally:
+    if FLAGS.out and results:
+      atomic_files.write_json(FLAGS.out, results)
     demo_pairs.close(run)
     shutil.rmtree(scratch, ignore_errors=True)
 
