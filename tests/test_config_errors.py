@@ -127,7 +127,7 @@ def test_every_shipped_config_passes_both_checks(tmp_path):
   for module, arguments in ((demo, ("", "smoke", "in_process", "openai")),
                             (whale, ("smoke", "smoke,adaptive", "math", "chess")),
                             (harness_learning, ("", "smoke", "qa")),
-                            (embedded_solver, ("", "smoke"))):
+                            (embedded_solver, ("", "smoke", "narrow"))):
     for argument in arguments:
       config = module.get_config(argument)
       config.model = tiny.tiny_config().model.to_dict()  # the real checkpoints are not here
