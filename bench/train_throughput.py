@@ -135,13 +135,18 @@ def torch_step_fn(model, batch, dtype):
   return step
 
 
-def jax_step_fn(config, params, batch):
+def _jax_train_setup(config, params, batch):
+  """(train state, train step, placed batch) of the RSFT step on one device."""
   optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(
       learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM))
   mesh = mesh_lib.make_mesh(data=1, devices=jax.devices()[:1])
   state = train_state.create(config, params, optimizer, mesh, rules.TRAIN_RULES)
   train_step = step_lib.make_train_step(config, rsft.loss, optimizer, mesh, rules.TRAIN_RULES)
-  batch = mesh_lib.place_batch(batch, mesh, rules.TRAIN_RULES)
+  return state, train_step, mesh_lib.place_batch(batch, mesh, rules.TRAIN_RULES)
+
+
+def jax_step_fn(config, params, batch):
+  state, train_step, batch = _jax_train_setup(config, params, batch)
   holder = {"state": state}
 
   def step():
@@ -194,12 +199,7 @@ class PeakRss:
 def jax_compiled_step_fn(config, params, batch):
   """jax_step_fn with the compile done here, ahead of the first step: (step, compile info:
   wall and CPU seconds, XLA's memory analysis of the compiled step)."""
-  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(
-      learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM))
-  mesh = mesh_lib.make_mesh(data=1, devices=jax.devices()[:1])
-  state = train_state.create(config, params, optimizer, mesh, rules.TRAIN_RULES)
-  train_step = step_lib.make_train_step(config, rsft.loss, optimizer, mesh, rules.TRAIN_RULES)
-  batch = mesh_lib.place_batch(batch, mesh, rules.TRAIN_RULES)
+  state, train_step, batch = _jax_train_setup(config, params, batch)
   holder = {}
   wall, cpu = timed(lambda: holder.update(
       compiled=train_step.jitted.lower(state, batch).compile()))
