@@ -111,6 +111,34 @@ def test_concurrent_submits_all_resolve(sampler):
   assert [len(r[0].token_ids) for r in results] == [3 + i % 4 for i in range(12)]
 
 
+def test_on_tokens_reports_each_decode_call_and_ends_with_the_completion(sampler):
+  """Reports come per decode call (at most steps_per_call tokens), add up to the sample's
+  tokens and logprobs, and the last one carries the Completion; a raising callback neither
+  stops the request nor gets called again."""
+  reports = []
+  params = GREEDY.replace(max_tokens=3 * STEPS + 2, n=2)
+  future = sampler.engine.submit([3, 4], params, request_key=5,
+                                 on_tokens=lambda *report: reports.append(report))
+  completions = future.result()
+  for index, completion in enumerate(completions):
+    mine = [r for r in reports if r[0] == index]
+    assert len(mine) >= 4 and all(0 < len(ids) <= STEPS for _, ids, _, _ in mine)
+    assert [t for _, ids, _, _ in mine for t in ids] == completion.token_ids
+    assert [p for _, _, lps, _ in mine for p in lps] == completion.logprobs
+    assert [c is None for *_, c in mine] == [True] * (len(mine) - 1) + [False]
+    assert mine[-1][3].token_ids == completion.token_ids
+  calls = []
+
+  def broken(*report):
+    calls.append(report)
+    raise RuntimeError("a caller's bug")
+  again = sampler.engine.submit([3, 4], params, request_key=5, on_tokens=broken).result()
+  assert len(calls) == 1  # the request gets no more calls, from either sample
+  assert [c.token_ids for c in again] == [c.token_ids for c in completions]
+  with pytest.raises(TypeError, match="on_tokens must be callable"):
+    sampler.engine.submit([1], on_tokens=3)
+
+
 @pytest.mark.parametrize("call, error, message", [
     (lambda s: s.submit([]), ValueError, "prompt_ids is empty"),
     (lambda s: s.submit([5, 268]), ValueError, r"\[268\], outside the vocabulary \[0, 268\)"),
