@@ -186,6 +186,13 @@ class Server:
     with self._lock:
       self.counts[name] += amount
 
+  def count_served(self, usage):
+    """Counts one answered request and its usage's tokens."""
+    with self._lock:
+      self.counts["served_requests"] += 1
+      self.counts["prompt_tokens"] += usage["prompt_tokens"]
+      self.counts["completion_tokens"] += usage["completion_tokens"]
+
   def _reserve(self, num_prompts):
     with self._lock:
       if self.pending + num_prompts > self.max_pending_requests:
@@ -596,9 +603,7 @@ def _reply(server, body, prompts, completions_list, want_logprobs, chat):
 
 
 def _finish(server, body, reply, completions_list, chat):
-  server.count("served_requests")
-  server.count("prompt_tokens", reply["usage"]["prompt_tokens"])
-  server.count("completion_tokens", reply["usage"]["completion_tokens"])
+  server.count_served(reply["usage"])
   if not body.get("stream"):
     return reply
   return _stream_chunks(server.tokenizer, body, reply, completions_list, chat)
@@ -671,9 +676,7 @@ async def _stream_generation(server, body, prompts, params, want_logprobs, chat,
                      "param": None, "code": 500}}
     return
   usage = _usage(prompts, finished)
-  server.count("served_requests")
-  server.count("prompt_tokens", usage["prompt_tokens"])
-  server.count("completion_tokens", usage["completion_tokens"])
+  server.count_served(usage)
   if (body.get("stream_options") or {}).get("include_usage"):
     yield {**base, "choices": [], "usage": usage}
 
