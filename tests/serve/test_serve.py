@@ -223,8 +223,13 @@ def test_streamed_chunks_come_while_the_engine_decodes(server_url, reference):
       max_tokens=max_tokens, temperature=1.0, seed=5, ignore_eos=True))[0]
   whole = httpx.post(server_url + "/completions", json=body, timeout=120).json()
   _stream_events(server_url, body)  # the first pass may compile (e.g. a cached prefix's path)
+  health = lambda: httpx.get(server_url.removesuffix("/v1") + "/health", timeout=60).json()
+  before = health()
   started = time.perf_counter()
   events = _stream_events(server_url, body)
+  after = health()
+  assert after["served_requests"] - before["served_requests"] == 1
+  assert after["completion_tokens"] - before["completion_tokens"] == max_tokens
   per_chunk = [len(chunk["choices"][0]["logprobs"]["token_logprobs"]) for _, chunk in events]
   assert sum(per_chunk) == max_tokens and max(per_chunk) <= STEPS_PER_CALL
   assert len(events) >= max_tokens // STEPS_PER_CALL
