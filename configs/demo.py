@@ -22,6 +22,9 @@ import ml_collections
 from configs import presets
 
 BUDGET_ROLLOUTS = 2048
+# The harness edits every method may make: how many turns, how many passages per search and
+# how long each is. Each shows the solver more than h0 does, in a form it must learn to read.
+MECHANISMS = ("turn_budget", "retrieval_topk", "passage_length")
 
 
 def get_config(arg: str = ""):
@@ -47,7 +50,7 @@ def get_config(arg: str = ""):
   config.baseline = dict(total_weight_epochs=100.0, search_iterations=100,
                          budget_rollouts=BUDGET_ROLLOUTS)
   config.vace = dict(num_cycles=4, block_steps=4, budget_rollouts=BUDGET_ROLLOUTS)
-  config.search = dict(proposer="edit_library", seed=0)
+  config.search = dict(proposer="edit_library", seed=0, mechanisms=MECHANISMS)
   # The default demo's harnesses come from the offline edit library (this project's own edits
   # of the seed harness), so where the machine cannot confine them (no bubblewrap) it runs them
   # anyway, with a warning; with bubblewrap present they run confined as always. Proposers that

@@ -123,6 +123,26 @@ def test_known_results_and_recent_mechanisms_are_avoided():
   assert {p.mechanism for p in proposals} == {"passage_length", "user_prompt"}
 
 
+def test_a_mechanism_subset_proposes_only_those_edits_and_names_a_typo():
+  source = seed_harnesses.source("searchqa")
+  subset = ("passage_length", "turn_budget")
+  proposals = edit_library.EditLibraryProposer(seed=0, mechanisms=subset).propose(
+      _context(source), 50)
+  expected = [o for o in edit_library.edit_options(source, "synthetic_qa") if o[0] in subset]
+  assert len(proposals) == len(expected) == 7  # MAX_DOC_TOKENS 60, 100, 400; MAX_TURNS 1, 3, 4, 6
+  changed = set()
+  for proposal in proposals:
+    new_source = patches.apply_proposal(source, proposal.text).source
+    changed |= {name for name in ("MAX_DOC_TOKENS", "MAX_TURNS", "TOPK", "SYSTEM_PROMPT")
+                if _constant(new_source, name) != _constant(source, name)}
+    assert new_source.count("def run(") == 1 and "tools.search(task" not in new_source
+  assert changed == {"MAX_DOC_TOKENS", "MAX_TURNS"}
+  with pytest.raises(ValueError, match=r"config.search.mechanisms names 'passage_lenght'"):
+    edit_library.EditLibraryProposer(mechanisms=("passage_lenght",))
+  with pytest.raises(ValueError, match="non-empty list"):
+    edit_library.EditLibraryProposer(mechanisms="turn_budget")
+
+
 @pytest.mark.parametrize("domain_name", sorted(SEEDS))
 def test_prompt_only_proposals_change_only_prompt_strings(domain_name):
   source = seed_harnesses.source(SEEDS[domain_name])

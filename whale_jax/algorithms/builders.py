@@ -139,7 +139,12 @@ def check_search_section(search_section, key_path="config.search"):
       config_check.check_keys(sampling, openai_client.SAMPLING_FIELDS, f"{key_path}.sampling")
     return
   if kind == "edit_library":
-    config_check.check_keys(search_section, {"seed"}, key_path)
+    config_check.check_keys(search_section, {"seed", "mechanisms"}, key_path)
+    if search_section.get("mechanisms") is not None:
+      try:
+        edit_library.check_mechanisms(search_section["mechanisms"], f"{key_path}.mechanisms")
+      except ValueError as error:
+        raise config_check.ConfigError(str(error)) from None
   elif kind == "in_process":
     config_check.check_keys(search_section, {"seed", "sampling", "model_path", "tokenizer"},
                             key_path)
@@ -361,7 +366,8 @@ def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
     return _build_agent(kind, search_section, policy, tokenizer, domain, recipe)
   seed = search_section.pop("seed", 0)
   if kind == "edit_library":
-    return edit_library.EditLibraryProposer(seed=seed)
+    return edit_library.EditLibraryProposer(seed=seed,
+                                            mechanisms=search_section.get("mechanisms"))
   sampling = dict(search_section.pop("sampling", {"max_tokens": 1024}))
   if kind == "in_process":
     backend, proposer_tokenizer = policy.sampler, tokenizer

@@ -563,21 +563,48 @@ def edit_options(source, domain_name, allowed_imports=static_checks.DEFAULT_ALLO
   return options
 
 
+def mechanism_names():
+  """Every mechanism name in the catalogue, over all families, in catalogue order."""
+  names = []
+  for entries in CATALOGUE.values():
+    names.extend(name for name, _ in entries if name not in names)
+  return tuple(names)
+
+
+def check_mechanisms(mechanisms, key_path="config.search.mechanisms"):
+  """ValueError naming key_path unless mechanisms is a non-empty list of catalogue names."""
+  known = mechanism_names()
+  if isinstance(mechanisms, str) or not mechanisms:
+    raise ValueError(f"{key_path}={mechanisms!r} must be a non-empty list of mechanism names, "
+                     f"e.g. ('passage_length', 'turn_budget'); known: {', '.join(known)}.")
+  for name in mechanisms:
+    if name not in known:
+      raise ValueError(f"{key_path} names {name!r}, which is not an edit-library mechanism; "
+                       f"use some of: {', '.join(known)}.")
+
+
 class EditLibraryProposer:
   """The edit library behind the proposer interface (see the module docstring).
 
   Args:
     seed: seeds the choice among applicable edits.
+    mechanisms: optional subset of the catalogue's mechanism names (for every family the
+      search may meet); only those are proposed. None = all.
   """
 
-  def __init__(self, seed=0):
+  def __init__(self, seed=0, mechanisms=None):
     self.seed = seed
     self.name = PROPOSER_NAME
+    if mechanisms is not None:
+      check_mechanisms(mechanisms)
+    self.mechanisms = None if mechanisms is None else tuple(mechanisms)
 
   def propose(self, context, n):
     incumbent = context.incumbent
     options = edit_options(incumbent.source, context.domain_name, context.allowed_imports,
                            context.max_lines)
+    if self.mechanisms is not None:
+      options = [option for option in options if option[0] in self.mechanisms]
     seen = set(context.known_hashes)
     usable = []
     for option in options:
