@@ -2,14 +2,20 @@ r"""The embedded default: WHALE against weight-only and harness-only on a tiny s
 
 The solver is whale_jax/assets/demo_solver (trained by configs/embedded_solver.py on other
 worlds); the task is a synthetic multi-hop QA world it has never seen, under the compact seed
-harness (two turns, top-1 passage cut to 12 words). Every method starts from the same
-(weights, harness) and spends the same budget of training rollouts; test mean@k is paired
-(same questions, same seeds). Prints a table and what WHALE changed and when, and writes
-workdir/best_so_far.png and workdir/changes.md; bench/demo_pairs.py scores (weights,
-harness) pairs across the methods' final checkpoints on the same questions.
+harness (two turns, top-1 passage cut to 12 words). The offline edit library may change only
+how many turns the solver gets, how many passages a search shows and how long each is
+(MECHANISMS). What these edits show is worth more once RSFT under them has taught the solver
+to use it; the edits that do the solver's work for it (the question as the search query, a
+retrieval before the first turn) are left out. Every method starts from the same
+(weights, harness), searches the same harness space and spends the same budget of training
+rollouts; test mean@k is paired (same questions, same seeds). Prints a table and what WHALE
+changed and when, and writes workdir/best_so_far.png and workdir/changes.md;
+bench/demo_pairs.py scores (weights, harness) pairs across the methods' final checkpoints on
+the same questions.
 
   python -m whale_jax.main --config=configs/demo.py --workdir=runs/demo
-  python -m whale_jax.main --config=configs/demo.py --config.loop.seed=1 --workdir=runs/demo1
+  python -m whale_jax.main --config=configs/demo.py --config.loop.seed=1 --config.search.seed=1 \
+      --workdir=runs/demo1
   python -m whale_jax.main --config=configs/demo.py:in_process --workdir=runs/demo_model
   python -m whale_jax.main --config=configs/demo.py:smoke --workdir=/tmp/demo_smoke
 
@@ -42,7 +48,7 @@ def get_config(arg: str = ""):
                          row_length=512, samples_per_step=64,
                          sampler=dict(max_slots=64, steps_per_call=16, max_cache_length=512))
   config.loop = dict(seed=0, prompt_batch=32, num_samples=4, score_threshold=0.5,
-                     sft_epochs=3, search_iterations=6, candidates_per_iteration=2,
+                     sft_epochs=3, search_iterations=3, candidates_per_iteration=2,
                      eval_num_samples=2, eval_interval_rollouts=1024,
                      checkpoint_every_steps=4)
   config.whale = dict(weight_epochs=0.25, total_weight_epochs=100.0,
