@@ -27,6 +27,10 @@ def get_config(arg=""):
 WRONG_TYPE_IN_FILE = TYPO_IN_FILE.replace(
     "config.loop.sedd = 3", "config.loop = dict(config.loop.to_dict(), prompt_batch='4')")
 
+MECHANISM_TYPO_IN_FILE = TYPO_IN_FILE.replace(
+    "config.loop.sedd = 3",
+    "config.search = dict(proposer='edit_library', mechanisms=('turn_budget', 'passage_lenght'))")
+
 CASES = {  # name: (arguments, files to write {name: text}, words the one line must hold)
     "typo_get_config_argument": (["--config=configs/whale.py:serachqa"], {},
                                  ["'serachqa'", "did you mean 'searchqa'", "smoke"]),
@@ -47,10 +51,10 @@ CASES = {  # name: (arguments, files to write {name: text}, words the one line m
     "unknown_proposer": ([SMOKE, "--config.search.proposer=edit_libary"], {},
                          ["config.search.proposer='edit_libary'",
                           "did you mean 'edit_library'"]),
-    "unknown_edit_mechanism": (["--config=configs/demo.py:smoke",
-                                "--config.search.mechanisms=('turn_budget','passage_lenght')"],
-                               {}, ["config.search.mechanisms names 'passage_lenght'",
-                                    "passage_length"]),
+    "unknown_edit_mechanism": (["--config={tmp}/mechanism.py"],
+                               {"mechanism.py": MECHANISM_TYPO_IN_FILE},
+                               ["config.search.mechanisms names 'passage_lenght'",
+                                "passage_length"]),
     "missing_checkpoint": (["--config=configs/whale.py:math"], {},
                            ["config.model.path='checkpoints/Qwen/Qwen3.5-2B'",
                             "does not exist"]),

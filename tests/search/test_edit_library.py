@@ -13,6 +13,7 @@ from whale_jax.harness import static_checks
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import context as context_lib
 from whale_jax.search import edit_library
+from whale_jax.search import edit_mechanisms
 from whale_jax.search import prompt_only
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.tasks import seed_harnesses
@@ -137,6 +138,7 @@ def test_a_mechanism_subset_proposes_only_those_edits_and_names_a_typo():
                 if _constant(new_source, name) != _constant(source, name)}
     assert new_source.count("def run(") == 1 and "tools.search(task" not in new_source
   assert changed == {"MAX_DOC_TOKENS", "MAX_TURNS"}
+  assert edit_mechanisms.NAMES == edit_library.mechanism_names()
   with pytest.raises(ValueError, match=r"config.search.mechanisms names 'passage_lenght'"):
     edit_library.EditLibraryProposer(mechanisms=("passage_lenght",))
   with pytest.raises(ValueError, match="non-empty list"):

@@ -140,11 +140,6 @@ def check_search_section(search_section, key_path="config.search"):
     return
   if kind == "edit_library":
     config_check.check_keys(search_section, {"seed", "mechanisms"}, key_path)
-    if search_section.get("mechanisms") is not None:
-      try:
-        edit_library.check_mechanisms(search_section["mechanisms"], f"{key_path}.mechanisms")
-      except ValueError as error:
-        raise config_check.ConfigError(str(error)) from None
   elif kind == "in_process":
     config_check.check_keys(search_section, {"seed", "sampling", "model_path", "tokenizer"},
                             key_path)

@@ -29,6 +29,7 @@ import difflib
 import os
 
 from whale_jax.algorithms import options
+from whale_jax.search import edit_mechanisms
 from whale_jax.search import reward as reward_lib
 
 TOP_LEVEL_KEYS = ("recipe", "methods", "model", "tokenizer", "domain", "sampling",
@@ -168,6 +169,11 @@ def check_proposer(search, key_path="config.search"):
   kind = search.get("proposer")
   if kind in ("agentic", "cli_agent"):
     _check_agent_proposer(search, kind, key_path)
+  if kind in (None, "edit_library") and search.get("mechanisms") is not None:
+    try:
+      edit_mechanisms.check(search["mechanisms"], f"{key_path}.mechanisms")
+    except ValueError as error:
+      raise ConfigError(str(error)) from None
 
 
 def _check_agent_proposer(search, kind, key_path):

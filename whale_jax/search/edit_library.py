@@ -46,6 +46,7 @@ import re
 from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
+from whale_jax.search import edit_mechanisms
 from whale_jax.search import prompt_only
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.search import seeds as seeds_lib
@@ -571,18 +572,6 @@ def mechanism_names():
   return tuple(names)
 
 
-def check_mechanisms(mechanisms, key_path="config.search.mechanisms"):
-  """ValueError naming key_path unless mechanisms is a non-empty list of catalogue names."""
-  known = mechanism_names()
-  if isinstance(mechanisms, str) or not mechanisms:
-    raise ValueError(f"{key_path}={mechanisms!r} must be a non-empty list of mechanism names, "
-                     f"e.g. ('passage_length', 'turn_budget'); known: {', '.join(known)}.")
-  for name in mechanisms:
-    if name not in known:
-      raise ValueError(f"{key_path} names {name!r}, which is not an edit-library mechanism; "
-                       f"use some of: {', '.join(known)}.")
-
-
 class EditLibraryProposer:
   """The edit library behind the proposer interface (see the module docstring).
 
@@ -596,7 +585,7 @@ class EditLibraryProposer:
     self.seed = seed
     self.name = PROPOSER_NAME
     if mechanisms is not None:
-      check_mechanisms(mechanisms)
+      edit_mechanisms.check(mechanisms)
     self.mechanisms = None if mechanisms is None else tuple(mechanisms)
 
   def propose(self, context, n):
