@@ -13,8 +13,7 @@ For the sampler benchmark's settings (bench/sampler_throughput.py: random Qwen3 
                products, at the batch size: for every layer x @ query, key, value, output,
                gate, up, down, then the unembedding, in the layout the sampler uses
                (decode_step.split_layers; [out, in] when batch > 1, as the engine picks
-               it), with the same shapes and no attention, norms,
-               sampling or cache writes
+               it), with the same shapes and no attention, norms, sampling or cache writes
 and reports the bound  new_tokens x batch / (prefill + products): the rate whale_jax would
 reach if its decode steps cost only their weight products, with prefill as it is. A
 reference library's rate times a target ratio above that bound is out of reach on this CPU
@@ -47,7 +46,9 @@ flags.DEFINE_integer("new_tokens", 64, "Tokens generated per prompt.")
 flags.DEFINE_integer("repeats", 3, "Timed runs of each measure (after one warm-up).")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "Weight and compute dtype.")
 
-SHAPES = {  # bench/sampler_throughput.py's CONFIGS, in ModelConfig's names
+# bench/sampler_throughput.py's CONFIGS in ModelConfig's names (importing that module would
+# define its flags here too).
+SHAPES = {
     "small": dict(vocab_size=512, embed_dim=256, mlp_dim=768, num_layers=4, num_heads=4,
                   num_kv_heads=2, head_dim=64),
     "large": dict(vocab_size=32768, embed_dim=768, mlp_dim=2048, num_layers=12, num_heads=12,
