@@ -104,8 +104,14 @@ def test_sleep_past_the_timeout_times_out(runtime):
   assert trajectory.wall_seconds < TIMEOUT_SECONDS + 1.5
 
 
-def test_memory_bomb_is_a_memory_error(runtime):
-  trajectory = attack(runtime, "hoard = []\nwhile True:\n  hoard.append(bytearray(10 << 20))")
+def test_memory_bomb_is_a_memory_error():
+  # bytearray writes every page it gets, and how fast a machine hands out fresh pages varies
+  # tenfold (a new virtual machine faults each one in from its host), so this pool's timeout
+  # is far above the time the bomb needs: only the address-space limit can end the episode.
+  backend = ScriptedBackend(TOKENIZER, replies="benign reply")
+  with HarnessRuntime(backend, TOKENIZER, num_workers=2, timeout_seconds=60.0,
+                      memory_bytes=256 << 20, allowed_imports=HOSTILE_IMPORTS) as pool:
+    trajectory = attack(pool, "hoard = []\nwhile True:\n  hoard.append(bytearray(10 << 20))")
   assert trajectory.outcome == "harness_error"
   assert trajectory.error.strip().endswith("MemoryError")
 
@@ -304,7 +310,9 @@ def test_cpu_limit_ends_a_busy_loop_as_timeout():
 
 ATTACKS = {
     "loop": "while True:\n  pass",
-    "memory": "hoard = []\nwhile True:\n  hoard.append(bytearray(10 << 20))",
+    # bytes() takes zeroed pages it never writes: the address-space limit is reached at once,
+    # however slowly the machine faults pages in (the page-writing bomb has its own test).
+    "memory": "hoard = []\nwhile True:\n  hoard.append(bytes(10 << 20))",
     "fork": "while True:\n  os.fork()",
     "exit": "os._exit(1)",
     "kill": "os.kill(os.getppid(), 9)",
