@@ -19,9 +19,10 @@ turn, longer passages, several passages or a retrieval before the first turn are
 it. It trains as long as the default (1,000 steps of 48 samples; 41 minutes on 2 cores) and
 ends at loss 0.003, answering 0.46 of the held-out questions under h0. It is too narrow for
 the demo: on the demo world's first 96 test questions (bench/demo_probe.py --solver=...) it
-scores 0.339 under h0 (the shipped solver: 0.153 on all 300), and every richer interface loses at the
-start weights: passages of 14 words -9.4 points, of 16 or more -21.4, 2 or 3 passages per
-search -12.0, all three edits -25.5 (paired SE 3-4); only a third turn gains (+2.1, SE 1.0).
+scores 0.339 under h0 (the shipped solver: 0.153 on all 300), and every richer interface
+loses at the start weights: passages of 14 words -9.4 points, of 16 or more -21.4, 2 or 3
+passages per search -12.0, all three edits -25.5 (paired SE 3-4); only a third turn gains
+(+2.1, SE 1.0).
 A search that keeps only improvements never adopts those interfaces, so no weight phase
 trains under them.
 """
