@@ -105,9 +105,9 @@ def test_sleep_past_the_timeout_times_out(runtime):
 
 
 def test_memory_bomb_is_a_memory_error():
-  # bytearray writes every page it gets, and how fast a machine hands out fresh pages varies
-  # tenfold (a new virtual machine faults each one in from its host), so this pool's timeout
-  # is far above the time the bomb needs: only the address-space limit can end the episode.
+  # bytearray writes every page it gets: 0.2 s to the limit on one machine, more than 2 s on a
+  # fresh virtual machine. This pool's timeout is far above either, so only the address-space
+  # limit can end the episode.
   backend = ScriptedBackend(TOKENIZER, replies="benign reply")
   with HarnessRuntime(backend, TOKENIZER, num_workers=2, timeout_seconds=60.0,
                       memory_bytes=256 << 20, allowed_imports=HOSTILE_IMPORTS) as pool:
