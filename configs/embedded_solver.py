@@ -4,6 +4,7 @@ warm_start.py). Its output, workdir/solver, is what whale_jax/assets/demo_solver
 
   python -m whale_jax.main --config=configs/embedded_solver.py --workdir=runs/solver
   python -m whale_jax.main --config=configs/embedded_solver.py:narrow --workdir=runs/solver_narrow
+  python -m whale_jax.main --config=configs/embedded_solver.py:mixed --workdir=runs/solver_mixed
   python -m whale_jax.main --config=configs/embedded_solver.py:smoke --workdir=/tmp/solver
 
 The demo's world (configs/demo.py, seed 7) is not among the training or held-out worlds.
@@ -25,6 +26,15 @@ passages per search -12.0, all three edits -25.5 (paired SE 3-4); only a third t
 (+2.1, SE 1.0).
 A search that keeps only improvements never adopts those interfaces, so no weight phase
 trains under them.
+
+"mixed": starts from the narrow solver (init_solver, default runs/solver_narrow/solver) and
+trains 200 more steps (learning rate 5e-4, cosine) on batches drawn half from h0's teacher
+episodes and half from the roomy teacher's (3 turns, 64-word passages). It ends at 0.375
+held-out under h0 and 0.31 under the roomy teacher's harness. It is no better for the demo: on
+the demo world's first 96 test questions it scores 0.260 under h0, and at its start weights
+60-word passages lose 3.6 points (SE 2.3), 2 passages per search 7.8 (SE 2.6), a third turn
+gains 1.0 (SE 0.7); four RSFT steps under 3 turns and 60-word passages gain only 0.5 (SE 0.5)
+under them (four under h0: +2.6 under h0, SE 1.4).
 """
 import ml_collections
 
@@ -45,9 +55,13 @@ def get_config(arg: str = ""):
   config.warm_start = dict(world_seeds=(1000, 48), eval_world_seeds=(2000, 2), name_worlds=400,
                            vocab_size=2048, steps=1000, eval_every=200, eval_questions=100,
                            teacher_max_turns=3, teacher_max_doc_tokens=64, seed=0)
-  args = presets.parse_args(arg, ("narrow", "smoke"), "configs/embedded_solver.py")
+  args = presets.parse_args(arg, ("narrow", "mixed", "smoke"), "configs/embedded_solver.py")
   if "narrow" in args:
     config.warm_start.update(teacher_max_turns=2, teacher_max_doc_tokens=12)
+  if "mixed" in args:
+    config.warm_start.update(teachers=((2, 12, 0.5), (3, 64, 0.5)), steps=200, eval_every=100,
+                             init_solver="runs/solver_narrow/solver")
+    config.training.optimizer.update(learning_rate=5e-4, warmup_steps=20, total_steps=200)
   if "smoke" in args:
     config.warm_start.update(world_seeds=(1000, 1), eval_world_seeds=(2000, 1), name_worlds=5,
                              vocab_size=600, steps=4, eval_every=2, eval_questions=4)

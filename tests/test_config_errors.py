@@ -13,6 +13,7 @@ import pytest
 from tests.algorithms import tiny
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import config_check
+from whale_jax.algorithms import options
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SMOKE = "--config=configs/whale.py:smoke"
@@ -143,4 +144,9 @@ def test_every_shipped_config_passes_both_checks(tmp_path):
         config.harness_learning.proposer_model = config.model.to_dict()
       config_check.check(config, str(tmp_path / "run"))
       builders.check_sections(config)
+  # "mixed" starts from another warm start's solver: here the shipped one.
+  config = embedded_solver.get_config("mixed")
+  config.warm_start.init_solver = options.EMBEDDED_SOLVER
+  config_check.check(config, str(tmp_path / "run"))
+  builders.check_sections(config)
   assert not os.listdir(tmp_path)

@@ -314,4 +314,33 @@ class WarmStartConfig:
   eval_questions: int = 100
   teacher_max_turns: int = 3
   teacher_max_doc_tokens: int = 64
+  # Several teacher harnesses, ((max_turns, max_doc_tokens, share of each batch), ...); when
+  # empty, the one (teacher_max_turns, teacher_max_doc_tokens) teacher fills every batch.
+  teachers: tuple = ()
+  # A solver directory (another warm start's workdir/solver) whose weights and tokenizer this
+  # one starts from, instead of random weights and a newly trained tokenizer.
+  init_solver: str = ""
   seed: int = 0
+
+  def __post_init__(self):
+    for index, teacher in enumerate(self.teachers):
+      key = f"config.warm_start.teachers[{index}]"
+      if len(teacher) != 3:
+        raise ValueError(f"{key}={teacher!r}: give (max_turns, max_doc_tokens, share).")
+      _at_least(f"{key} max_turns", teacher[0], 1)
+      _at_least(f"{key} max_doc_tokens", teacher[1], 1)
+      if not 0 < teacher[2] <= 1:
+        raise ValueError(f"{key} share={teacher[2]!r}: give a share of each batch in (0, 1].")
+    total = sum(teacher[2] for teacher in self.teachers)
+    if self.teachers and abs(total - 1) > 1e-6:
+      raise ValueError(f"config.warm_start.teachers: the shares sum to {total:g}; make them "
+                       "sum to 1.")
+    if self.init_solver and not os.path.exists(os.path.join(self.init_solver, "config.json")):
+      raise ValueError(f"config.warm_start.init_solver={self.init_solver!r} has no "
+                       "config.json; point it at a warm start's workdir/solver.")
+
+  @property
+  def teacher_mix(self):
+    """((max_turns, max_doc_tokens, share), ...) of the teacher harnesses."""
+    return tuple(tuple(t) for t in self.teachers) or (
+        (self.teacher_max_turns, self.teacher_max_doc_tokens, 1.0),)

@@ -14,13 +14,16 @@
      earlier replies appear token for token). An episode with a search query or answer that
      its prompt did not show (a name or fact past the teacher harness's passage cut) is left
      out, so the solver is never taught to use what it cannot see (grounded); under a teacher
-     harness with enough turns and passage none is. They are cached in workdir/teacher_samples.npz.
-  4. SFT from random weights for `steps` optimizer steps, step s on samples_per_step teacher
-     samples drawn with seeds.derive_seed(config.warm_start.seed, "warm_start_batch", s) (a
-     restarted run draws what an uninterrupted one would). Every eval_every steps the solver
-     is scored with its own sampler on held-out worlds, under the seed harness h0 and under
-     the teacher's harness (what it could do with enough turns and passage); rows go to
-     metrics.jsonl and the train state to checkpoints/ (a restarted run resumes).
+     harness with enough turns and passage none is. With config.warm_start.teachers, several
+     teacher harnesses (turns, passage words) each give their share of every batch. Each
+     teacher's samples are cached in workdir/teacher_samples_<turns>x<words>.npz.
+  4. SFT from random weights (or from init_solver's weights, with its tokenizer, when set) for
+     `steps` optimizer steps, step s on samples_per_step teacher samples drawn with
+     seeds.derive_seed(config.warm_start.seed, "warm_start_batch", s) (a restarted run draws
+     what an uninterrupted one would). Every eval_every steps the solver is scored with its
+     own sampler on held-out worlds, under the seed harness h0 and under each teacher's
+     harness (what it could do with enough turns and passage); rows go to metrics.jsonl and
+     the train state to checkpoints/ (a restarted run resumes).
   5. Export: workdir/solver holds config.json, model.safetensors and the tokenizer files, the
      layout of whale_jax/assets/demo_solver.
 """
@@ -124,14 +127,14 @@ def grounded(trajectory):
   return True
 
 
-def teacher_samples(warm_config, tokenizer, path):
-  """(token id arrays, loss mask arrays) of the teacher episodes, cached at path."""
+def teacher_samples(warm_config, tokenizer, path, max_turns, max_doc_tokens):
+  """(token id arrays, loss mask arrays) of the teacher episodes under the teacher harness
+  with max_turns and max_doc_tokens, cached at path."""
   if os.path.exists(path):
     with np.load(path) as data:  # each data[name] reads the whole array again: read once
       tokens, masks, offsets = data["tokens"], data["masks"], data["offsets"]
     return np.split(tokens, offsets[1:-1]), np.split(masks, offsets[1:-1])
-  harness = Harness(synthetic_qa_teacher.teacher_harness_source(
-      warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens))
+  harness = Harness(synthetic_qa_teacher.teacher_harness_source(max_turns, max_doc_tokens))
   sequences, masks, ungrounded = [], [], 0
   for seed in tqdm.tqdm(list(_seeds(warm_config.world_seeds)), desc="teacher worlds"):
     corpus, questions = synthetic_qa.generate_world(seed=seed)
@@ -149,8 +152,8 @@ def teacher_samples(warm_config, tokenizer, path):
         for tokens, mask in episode_sequences(trajectory):
           sequences.append(tokens)
           masks.append(mask)
-  logging.info("Teacher episodes left out as ungrounded (a query or answer not shown): %d.",
-               ungrounded)
+  logging.info("Teacher episodes (%d turns, %d-word passages) left out as ungrounded (a query "
+               "or answer not shown): %d.", max_turns, max_doc_tokens, ungrounded)
   offsets = np.cumsum([0] + [len(s) for s in sequences])
   atomic_files.write_with(path, lambda temporary: np.savez(
       temporary, tokens=np.concatenate(sequences), offsets=offsets, masks=np.concatenate(masks)),
@@ -174,6 +177,32 @@ def evaluate(policy, tokenizer, warm_config, harness_sources):
   return {name: float(np.mean(accuracies[source])) for name, source in harness_sources.items()}
 
 
+def batch_counts(mix, batch_size):
+  """How many of a batch's samples each teacher of mix ((turns, words, share), ...) gives: its
+  share of batch_size rounded, the last teacher taking the rest."""
+  counts = [int(round(share * batch_size)) for _, _, share in mix[:-1]]
+  counts.append(batch_size - sum(counts))
+  if min(counts) < 0:
+    raise ValueError(f"config.warm_start.teachers: shares {[t[2] for t in mix]} cannot split a "
+                     f"batch of {batch_size}; change the shares or config.training."
+                     "samples_per_step.")
+  return counts
+
+
+def _teacher_name(mix, turns, words):
+  return "teacher_harness" if len(mix) == 1 else f"teacher_harness_{turns}x{words}"
+
+
+def _model_from_solver(path, model_section, mesh):
+  """(ModelConfig, params) of a solver directory, refusing a config.model whose shape differs."""
+  model_config, params = hf.load_hf(path, mesh=mesh, rules=rules.TRAIN_RULES)
+  for name, value in model_section.items():
+    if name not in ("source", "seed") and getattr(model_config, name, value) != value:
+      raise ValueError(f"config.model.{name}={value!r} differs from the init_solver {path}'s "
+                       f"{getattr(model_config, name)!r}; make them equal or drop the key.")
+  return model_config, params
+
+
 def run(warm_config, model_section, policy_config, workdir, show_progress=True):
   """Trains and exports the solver; returns the last evaluation.
 
@@ -187,18 +216,34 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
   solver_dir = os.path.join(workdir, "solver")
   tokenizer_dir = os.path.join(workdir, "tokenizer")
   if not os.path.exists(os.path.join(tokenizer_dir, "tokenizer.json")):
-    train_tokenizer(warm_config, tokenizer_dir)
+    if warm_config.init_solver:  # the starting weights' own tokenizer
+      os.makedirs(tokenizer_dir, exist_ok=True)
+      for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(warm_config.init_solver, name), tokenizer_dir)
+    else:
+      train_tokenizer(warm_config, tokenizer_dir)
   tokenizer = load_tokenizer(tokenizer_dir)
-  sequences, masks = teacher_samples(warm_config, tokenizer,
-                                     os.path.join(workdir, "teacher_samples.npz"))
-  logging.info("%d teacher samples, %d tokens.", len(sequences), sum(map(len, sequences)))
-  model_fields = {k: v for k, v in model_section.items() if k not in ("source", "seed")}
-  model_fields["vocab_size"] = -(-tokenizer.vocab_size // 64) * 64
-  model_fields.setdefault("eos_token_ids", tuple(tokenizer.eos_ids))
-  model_config = ModelConfig(**model_fields)
   mesh = mesh_lib.make_mesh(data=1, devices=jax.devices()[:1])
-  params = train_state.init_params(model_config, jax.random.key(model_section.get("seed", 0)),
-                                   mesh, rules.TRAIN_RULES)
+  if warm_config.init_solver:
+    model_config, params = _model_from_solver(warm_config.init_solver, model_section, mesh)
+  else:
+    model_fields = {k: v for k, v in model_section.items() if k not in ("source", "seed")}
+    model_fields["vocab_size"] = -(-tokenizer.vocab_size // 64) * 64
+    model_fields.setdefault("eos_token_ids", tuple(tokenizer.eos_ids))
+    model_config = ModelConfig(**model_fields)
+    params = train_state.init_params(model_config,
+                                     jax.random.key(model_section.get("seed", 0)), mesh,
+                                     rules.TRAIN_RULES)
+  mix = warm_config.teacher_mix
+  counts = batch_counts(mix, policy_config.samples_per_step)
+  pools = []
+  for turns, words, _ in mix:
+    sequences, masks = teacher_samples(
+        warm_config, tokenizer, os.path.join(workdir, f"teacher_samples_{turns}x{words}.npz"),
+        turns, words)
+    logging.info("Teacher %dx%d: %d samples, %d tokens.", turns, words, len(sequences),
+                 sum(map(len, sequences)))
+    pools.append([packing.Sample(tokens, mask) for tokens, mask in zip(sequences, masks)])
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh, policy_config, "solver")
   manager = checkpoint_lib.make_manager(os.path.join(workdir, "checkpoints"), max_to_keep=2)
   if checkpoint_lib.latest_step(manager) is not None:
@@ -206,10 +251,10 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
         model_config, policy.optimizer, mesh, rules.TRAIN_RULES))
     policy.set_state(state)
   log = run_log.RunLog(workdir)
-  harnesses = {"h0": seed_harnesses.source("searchqa_compact"),
-               "teacher_harness": synthetic_qa_teacher.teacher_harness_source(
-                   warm_config.teacher_max_turns, warm_config.teacher_max_doc_tokens)}
-  samples = [packing.Sample(tokens, mask) for tokens, mask in zip(sequences, masks)]
+  harnesses = {"h0": seed_harnesses.source("searchqa_compact")}
+  for turns, words, _ in mix:
+    harnesses[_teacher_name(mix, turns, words)] = synthetic_qa_teacher.teacher_harness_source(
+        turns, words)
   progress = tqdm.tqdm(total=warm_config.steps, initial=policy.num_updates, desc="warm start",
                        disable=not show_progress)
   result = {}
@@ -217,8 +262,8 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
     while policy.num_updates < warm_config.steps:
       rng = np.random.default_rng(seeds_lib.derive_seed(warm_config.seed, "warm_start_batch",
                                                         policy.num_updates))
-      chunk = [samples[i] for i in rng.choice(len(samples), policy_config.samples_per_step,
-                                              replace=False)]
+      chunk = [pool[i] for pool, count in zip(pools, counts)
+               for i in rng.choice(len(pool), count, replace=False)]
       history = policy.train(chunk, "rsft")
       progress.update(1)
       step = policy.num_updates
