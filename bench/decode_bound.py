@@ -10,8 +10,9 @@ For the sampler benchmark's settings (bench/sampler_throughput.py: random Qwen3 
   generate     whale_jax's Sampler.generate, end to end (tokens/s as the benchmark counts them)
   prefill      the same call with max_tokens=1: the prompts' prefill and one decode step
   products     a jitted loop of new_tokens - 1 steps that does only the decode step's weight
-               products, at the batch size: for every layer x @ query, key, value, output,
-               gate, up, down, then the unembedding, in the layout the sampler uses
+               products, at the batch size: for every layer x @ qkv (query, key and value in
+               one matrix), output, gate_up (gate and up), down, then the unembedding, in the
+               layout the sampler uses
                (decode_step.split_layers; [out, in] when batch > 1, as the engine picks
                it), with the same shapes and no attention, norms, sampling or cache writes
 and reports the bound  new_tokens x batch / (prefill + products): the rate whale_jax would
@@ -54,7 +55,7 @@ SHAPES = {
     "large": dict(vocab_size=32768, embed_dim=768, mlp_dim=2048, num_layers=12, num_heads=12,
                   num_kv_heads=4, head_dim=64),
 }
-_PROJECTIONS = ("query", "key", "value", "output", "gate", "up", "down")
+_PROJECTIONS = ("qkv", "output", "gate_up", "down")  # decode_step.split_layers' matrices
 
 
 def _median_seconds(function):
