@@ -209,7 +209,8 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
   Args:
     warm_config: options.WarmStartConfig (config.warm_start).
     model_section: config.model (ModelConfig fields, source "random", seed); the vocabulary
-      size is the trained tokenizer's.
+      size is the trained tokenizer's. With warm_config.init_solver the model is that
+      solver's, and a field given here must equal it.
     policy_config: options.PolicyConfig (config.training).
   """
   os.makedirs(workdir, exist_ok=True)

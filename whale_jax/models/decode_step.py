@@ -130,12 +130,11 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   def matmul(x, weight):  # 2-D products on the stored layout: XLA copies no weight
     return x @ weight.T if transposed else x @ weight
 
+  qkv_splits = (num_heads * head_dim, (num_heads + num_kv_heads) * head_dim)  # qkv's columns
   new_keys, new_values = [], []
   for weights, keys, values in zip(layers, cache["key"], cache["value"]):
     h = normalization.rms_norm(x, weights["attention_norm"], eps)
-    query, key, value = jnp.split(matmul(h, weights["qkv"]), (num_heads * head_dim,
-                                                             (num_heads + num_kv_heads) * head_dim),
-                                  axis=-1)
+    query, key, value = jnp.split(matmul(h, weights["qkv"]), qkv_splits, axis=-1)
     if config.qkv_bias:
       query += weights["query_bias"]
       key += weights["key_bias"]
