@@ -570,7 +570,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
       incoming, evaluate, bind_proposer(run, archive_dir, evaluate), archive_dir,
       domain=run.domain, instances=run.splits["harness"], weights_id=run.policy.weights_id,
       candidates_per_iteration=run.loop.candidates_per_iteration, prompt_only=prompt_only,
-      seed=run.loop.seed, tokenizer=None, **budget)
+      seed=run.loop.seed, tokenizer=None, session=label, **budget)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   agent = count_agent_sessions(run, archive_dir)
   run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,

@@ -298,7 +298,8 @@ class AgenticProposer:
     name: recorded as each proposal's proposer.
     sampling: keyword arguments of every model call (e.g. temperature, max_tokens).
     seed: base seed of the model calls (None: no seed is sent); step s of session i in
-      iteration t sends seeds.derive_seed(seed, "proposer_call", t, ("agentic", i, s)).
+      iteration t sends seeds.derive_seed(seed, "proposer_call", *context.call_site,
+      ("agentic", i, s)) (context.call_site is (t,), or (t, search session) when named).
     max_lines: the search's line limit for candidates.
     tokenizer: counts tokens when the client does not report them.
     use_run_tool: for_search gives the bound proposer a SandboxRunner over its evaluate.
@@ -417,8 +418,8 @@ class AgenticProposer:
         break
       sampling = dict(self.sampling)
       if self.seed is not None:
-        sampling["seed"] = seeds_lib.derive_seed(self.seed, "proposer_call", context.iteration,
-                                                 ("agentic", index, steps))
+        sampling["seed"] = seeds_lib.derive_seed(self.seed, "proposer_call",
+                                                 *context.call_site, ("agentic", index, steps))
       try:
         reply = self.client.complete(messages, schemas, **sampling)
       except openai_client.EndpointUnavailable:

@@ -118,6 +118,9 @@ class ProposerContext:
     instruction_version, instruction_hash: identify the system message.
     known_hashes: content hashes already in the archive (proposing them again is wasted).
     recent_mechanisms: mechanisms of recent candidates, oldest first.
+    session: names the search this iteration belongs to (a recipe runs one search per harness
+      phase, e.g. "cycle_002"); proposers fold it into their seeds, so a later search that
+      starts from the same harness draws afresh instead of repeating an earlier one.
     prompt_only: whether only prompt strings may change.
     allowed_imports, max_lines: the static-check limits candidates must meet.
   """
@@ -132,6 +135,7 @@ class ProposerContext:
   instruction_hash: str
   known_hashes: frozenset = frozenset()
   recent_mechanisms: tuple = ()
+  session: str = ""
   prompt_only: bool = False
   allowed_imports: tuple = static_checks.DEFAULT_ALLOWED_IMPORTS
   max_lines: int = static_checks.DEFAULT_MAX_LINES
@@ -140,6 +144,12 @@ class ProposerContext:
   def text(self):
     """The user message: the archive material."""
     return self.messages[-1]["content"]
+
+  @property
+  def call_site(self):
+    """What a model proposer's call seeds fold in: (iteration,), or (iteration, session)
+    when the session is named."""
+    return (self.iteration, self.session) if self.session else (self.iteration,)
 
 
 # ---- Rendering --------------------------------------------------------------------------
@@ -261,11 +271,12 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
                   tokenizer=None, prompt_only=False,
                   allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
                   max_lines=static_checks.DEFAULT_MAX_LINES, num_failing=5, num_succeeding=2,
-                  num_best=3, num_recent=6, episodes=None):
+                  num_best=3, num_recent=6, episodes=None, session=""):
   """The ProposerContext for one iteration (see the module docstring).
 
   Args:
     archive: the Archive; incumbent_id names the candidate proposals will be applied to.
+    session: the search's name (ProposerContext.session).
     episodes: [(Trajectory, score)] to show instead of the incumbent's archived episodes
       (e.g. the trajectories of a weight-update block, for a VACE-style proposal).
   """
@@ -339,4 +350,5 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
       num_tokens=count_message_tokens(messages, tokenizer), budget_tokens=budget_tokens,
       instruction_version=INSTRUCTIONS_VERSION, instruction_hash=instruction_hash(system),
       known_hashes=archive.known_hashes(), recent_mechanisms=tuple(recent[-num_recent:]),
-      prompt_only=prompt_only, allowed_imports=tuple(allowed_imports), max_lines=max_lines)
+      session=session, prompt_only=prompt_only, allowed_imports=tuple(allowed_imports),
+      max_lines=max_lines)

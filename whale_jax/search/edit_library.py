@@ -34,10 +34,13 @@ Choosing n of them: options whose result is already in the archive (context.know
 dropped; in prompt-only mode only prompt-string edits are kept. Mechanisms the last
 candidates did not use (context.recent_mechanisms) come first; within that order the
 catalogue is shuffled by a generator seeded with seeds.derive_seed(seed, "edit_choice",
-context.iteration, incumbent hash), and
-one option per mechanism is taken in turn until n are chosen. The same seed and context give
-the same proposals. Replies are in the format a proposer model is asked to write
-(whale_jax.search.proposal.REPLY_FORMAT), so they can serve as its training targets.
+*context.call_site, incumbent hash) (call_site: the iteration, and the search's session when
+it is named), and one option per mechanism is taken in turn until n are chosen. The same seed
+and context give the same proposals; a later search of the run (another session, e.g. WHALE's
+next harness phase) that starts from the same harness shuffles afresh, as a new proposer
+session would, instead of repeating the earlier one. Replies are in the format a proposer
+model is asked to write (whale_jax.search.proposal.REPLY_FORMAT), so they can serve as its
+training targets.
 """
 import ast
 import random
@@ -606,7 +609,7 @@ class EditLibraryProposer:
         continue
       seen.add(new_hash)
       usable.append(option)
-    rng = random.Random(seeds_lib.derive_seed(self.seed, "edit_choice", context.iteration,
+    rng = random.Random(seeds_lib.derive_seed(self.seed, "edit_choice", *context.call_site,
                                               incumbent.hash))
     rng.shuffle(usable)
     recent = list(context.recent_mechanisms)

@@ -169,7 +169,8 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
            iterations=None, min_iterations=None, patience=None, max_iterations=None,
            candidates_per_iteration=3, prompt_only=False, seed=0,
            context_budget_tokens=16_000, tokenizer=None,
-           max_lines=static_checks.DEFAULT_MAX_LINES, cache_dir=None, context_options=None):
+           max_lines=static_checks.DEFAULT_MAX_LINES, cache_dir=None, context_options=None,
+           session=""):
   """Runs (or resumes) a Meta-Harness search; see the module docstring.
 
   Args:
@@ -190,6 +191,8 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
     cache_dir: the evaluation cache (default archive_dir/evaluations); share it with the
       validation gate to reuse evaluations at the same weights.
     context_options: extra keyword arguments for context.build_context (num_failing, ...).
+    session: names this search among the run's searches (ProposerContext.session: the
+      proposer's seeds fold it in, so each harness phase of a recipe draws its own proposals).
   """
   _check_budget(iterations, min_iterations, patience, max_iterations)
   if candidates_per_iteration < 1:
@@ -202,6 +205,7 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
   run = {"incoming_hash": incoming.hash, "weights_id": weights_id,
          "task_ids": [i.id for i in instances], "seed": seed,
          "candidates_per_iteration": candidates_per_iteration, "prompt_only": prompt_only,
+         "session": session,
          "domain": domain.name, "proposer": getattr(proposer, "name", type(proposer).__name__),
          "instruction_version": context_lib.INSTRUCTIONS_VERSION}
   previous = archive_lib.read_json(archive.path(RUN_FILE))
@@ -241,7 +245,7 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
     proposals, meta = _proposals(archive, iteration, accepted, proposer, domain,
                                  candidates_per_iteration, prompt_only,
                                  context_budget_tokens, tokenizer, max_lines,
-                                 context_options or {})
+                                 dict(context_options or {}, session=session))
     done = {c.index for c in archive.candidates if c.iteration == iteration}
     parent = archive.get(meta["incumbent_id"])
     parent_source = archive.source(parent.id)
@@ -355,7 +359,8 @@ def _save_proposals(archive, path, meta, proposals, context):
 
 
 _CONTEXT_FIELDS = ("domain_name", "incumbent_id", "iteration", "num_tokens", "budget_tokens",
-                   "instruction_version", "instruction_hash", "prompt_only", "max_lines")
+                   "instruction_version", "instruction_hash", "prompt_only", "max_lines",
+                   "session")
 
 
 def _save_context(archive, context):
@@ -384,7 +389,8 @@ def _load_context(archive, iteration):
       known_hashes=frozenset(data["known_hashes"]),
       recent_mechanisms=tuple(data["recent_mechanisms"]),
       allowed_imports=tuple(data["allowed_imports"]),
-      **{name: data[name] for name in _CONTEXT_FIELDS})
+      **{name: data.get(name, "") if name == "session" else data[name]
+         for name in _CONTEXT_FIELDS})
 
 
 def _failed_call_counts(archive):

@@ -11,7 +11,8 @@ A client is any object with `chat(messages, **sampling)` returning a str or an o
 .text (and optionally .prompt_tokens and .completion_tokens): the OpenAI-compatible client
 (whale_jax.sampling.openai_client), an in-process chat client, or a scripted fake in tests.
 propose(context, n) makes n calls with context.messages; call i gets seed =
-seeds.derive_seed(base seed, "proposer_call", context.iteration, i), so runs are reproducible
+seeds.derive_seed(base seed, "proposer_call", context.iteration, i), with context.session
+folded in after the iteration when it is set, so runs are reproducible
 where the server honours seeds; with
 max_concurrent_calls > 1 the calls run on threads (the in-process engine batches them). Each
 reply is parsed by whale_jax.search.proposal.parse_reply. A call that raises gives a
@@ -61,8 +62,8 @@ class ModelProposer:
   def _one(self, context, index):
     sampling = dict(self.sampling)
     if self.seed is not None:
-      sampling["seed"] = seeds_lib.derive_seed(self.seed, "proposer_call", context.iteration,
-                                               index)
+      sampling["seed"] = seeds_lib.derive_seed(self.seed, "proposer_call",
+                                               *context.call_site, index)
     try:
       reply = self.client.chat([dict(message) for message in context.messages], **sampling)
     except openai_client.EndpointUnavailable:

@@ -27,8 +27,8 @@ PURPOSES = (
     "training_tasks",   # algorithms/harness_learning.py: (phase, domain, context index)
     "diagnostic_draw",  # algorithms/harness_learning.py: (label, round)
     "proposer_sample",  # algorithms/harness_learning.py: (phase, step or label, index)
-    "edit_choice",      # search/edit_library.py: (iteration, incumbent hash)
-    "proposer_call",    # search/model_proposer.py: (iteration, call index)
+    "edit_choice",      # search/edit_library.py: (iteration[, session], incumbent hash)
+    "proposer_call",    # search/model_proposer.py: (iteration[, session], call index)
     "gate_bootstrap",   # search/gate.py: () the bootstrap rule's resamples
     "warm_start_batch",  # algorithms/warm_start.py: (step,) the teacher samples of a step
 )
