@@ -79,3 +79,11 @@ def test_recipe_runs_end_to_end_with_exact_rollout_counts(recipe, tmp_path, epis
     assert counts["weight"] > 0
   if recipe in ("whale", "harness_only", "fst", "vace"):
     assert counts["harness"] > 0
+  if recipe == "whale":
+    # Each harness phase is its own proposer session, named by its archive (cycle_NNN), so a
+    # phase that starts from an unchanged incumbent does not replay the last one's proposals.
+    cycles = sorted(os.listdir(os.path.join(workdir, "archive")))
+    assert cycles
+    for cycle in cycles:
+      with open(os.path.join(workdir, "archive", cycle, "search.json")) as f:
+        assert json.load(f)["session"] == cycle

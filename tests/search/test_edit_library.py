@@ -34,13 +34,13 @@ SMALL_SPLITS = {"weight": 2, "harness": 2, "validation": 2, "test": 2}
 
 
 def _context(source, domain_name="synthetic_qa", iteration=2, known=(), recent=(),
-             prompt_only_mode=False):
+             prompt_only_mode=False, session=""):
   return context_lib.ProposerContext(
       domain_name=domain_name, incumbent=Harness(source), incumbent_id="c0000",
       iteration=iteration, messages=({"role": "user", "content": ""},), num_tokens=0,
       budget_tokens=0, instruction_version="", instruction_hash="",
       known_hashes=frozenset(known), recent_mechanisms=tuple(recent),
-      prompt_only=prompt_only_mode)
+      prompt_only=prompt_only_mode, session=session)
 
 
 def _constant(source, name):
@@ -109,6 +109,26 @@ def test_proposals_are_deterministic_and_distinct_mechanisms_come_first():
     assert proposal.kind == "patch" and proposal.proposer == "edit_library"
     assert proposal_lib.parse_reply(proposal.raw_output).text.strip() == proposal.text.strip()
     assert proposal_lib.parse_reply(proposal.raw_output).hypothesis == proposal.hypothesis
+
+
+def test_each_search_session_draws_its_own_proposals_from_the_same_harness():
+  # WHALE runs one search per harness phase, each from the incumbent at iteration 2: a phase
+  # whose incumbent did not change must not repeat the last phase's candidates.
+  source = seed_harnesses.source("searchqa")
+  proposer = edit_library.EditLibraryProposer(seed=1, mechanisms=("turn_budget",))
+  turns = {}
+  for cycle in range(8):
+    session = f"cycle_{cycle:03d}"
+    first = proposer.propose(_context(source, session=session), 1)
+    assert first == proposer.propose(_context(source, session=session), 1)  # reproducible
+    turns[session] = _constant(patches.apply_proposal(source, first[0].text).source,
+                               "MAX_TURNS")
+  options = {_constant(o[4], "MAX_TURNS") for o in edit_library.edit_options(source,
+                                                                            "synthetic_qa")
+             if o[0] == "turn_budget"}
+  assert len(options) >= 3
+  # 8 draws of one option among >= 3: all equal has probability <= 3 * (1/3)**8 < 1e-3.
+  assert set(turns.values()) <= options and len(set(turns.values())) >= 2
 
 
 def test_known_results_and_recent_mechanisms_are_avoided():
