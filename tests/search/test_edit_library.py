@@ -74,6 +74,20 @@ def test_constant_edits_set_the_constant_and_nothing_else():
       assert option[4].replace(f"TOPK = {_constant(option[4], 'TOPK')}\n", "TOPK = 1\n") == source
 
 
+def test_integer_edits_go_the_way_their_hypothesis_argues_until_no_value_is_left_there():
+  source = seed_harnesses.source("searchqa")
+  assert _constant(source, "MAX_TURNS") == 2
+
+  def turns(source):
+    return sorted(_constant(o[4], "MAX_TURNS") for o in
+                  edit_library.edit_options(source, "synthetic_qa") if o[0] == "turn_budget")
+
+  assert turns(source) == [3, 4, 6]  # the catalogue's 1, 3, 4, 6: not 1 while more is left
+  assert turns(source.replace("MAX_TURNS = 2\n", "MAX_TURNS = 4\n")) == [6]
+  assert turns(source.replace("MAX_TURNS = 2\n", "MAX_TURNS = 6\n")) == [1, 3, 4]
+  assert turns(source.replace("MAX_TURNS = 2\n", "MAX_TURNS = 20\n")) == [1, 3, 4, 6]
+
+
 def test_an_edit_whose_anchor_is_absent_is_not_proposed():
   source = seed_harnesses.source("searchqa")
   without_topk = source.replace("TOPK = 1\n", "").replace("topk=TOPK", "topk=1")
@@ -150,7 +164,7 @@ def test_a_mechanism_subset_proposes_only_those_edits_and_names_a_typo():
   proposals = edit_library.EditLibraryProposer(seed=0, mechanisms=subset).propose(
       _context(source), 50)
   expected = [o for o in edit_library.edit_options(source, "synthetic_qa") if o[0] in subset]
-  assert len(proposals) == len(expected) == 7  # MAX_DOC_TOKENS 60, 100, 400; MAX_TURNS 1, 3, 4, 6
+  assert len(proposals) == len(expected) == 4  # MAX_DOC_TOKENS 400 (from 200); MAX_TURNS 3, 4, 6
   changed = set()
   for proposal in proposals:
     new_source = patches.apply_proposal(source, proposal.text).source

@@ -60,7 +60,7 @@ def test_search_with_the_edit_library_beats_the_seed_harness(domain, tmp_path):
                                         weights_id="w0")
     result = meta_harness.search(seed_harness, evaluate, edit_library.EditLibraryProposer(0),
                                  tmp_path / "archive", domain=domain, instances=instances,
-                                 iterations=3, candidates_per_iteration=3)
+                                 iterations=8, candidates_per_iteration=3)
     other_keys = evaluation.sample_keys(instances, seed=1)   # fresh, uncached evaluation
     before = evaluate(seed_harness, instances, other_keys)
     after = evaluate(result.accepted, instances, other_keys)

@@ -191,14 +191,19 @@ def _final_return(function, name):
 
 
 def _integer_edit(mechanism_text, name, values, limit=None):
+  """Edits setting the constant `name` to one of values (at most limit).
+
+  The hypothesis argues for more (turns, passages, words): the values above the current one
+  are offered while there are any, the smaller ones only once none is left above.
+  """
   def edit(source, tree):
     node, current = _constant(tree, name)
     if node is None or not isinstance(current, int):
       return []
+    allowed = [v for v in values if v != current and (limit is None or v <= limit)]
+    larger = [v for v in allowed if v > current]
     options = []
-    for value in values:
-      if value == current or (limit is not None and value > limit):
-        continue
+    for value in larger or allowed:
       direction = "more" if value > current else "fewer"
       options.append((_set_constant(source, tree, name, value),
                       mechanism_text.format(old=current, new=value, direction=direction),
