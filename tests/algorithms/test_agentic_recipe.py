@@ -193,6 +193,7 @@ def test_a_dead_endpoint_stops_the_search_but_one_failed_call_is_a_failed_propos
 
   class Context:
     messages, iteration, num_tokens = ({"role": "user", "content": "x"},), 2, 1
+    call_site = (2,)   # ProposerContext.call_site of iteration 2 in an unnamed session
   with pytest.raises(openai_client.EndpointUnavailable, match="failed 3 calls in a row"):
     proposal_lib.safe_propose(proposer, Context(), 2)
   (failed,) = proposal_lib.safe_propose(model_proposer.ModelProposer(FlakyEndpoint()),
