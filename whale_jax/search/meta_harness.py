@@ -389,8 +389,7 @@ def _load_context(archive, iteration):
       known_hashes=frozenset(data["known_hashes"]),
       recent_mechanisms=tuple(data["recent_mechanisms"]),
       allowed_imports=tuple(data["allowed_imports"]),
-      **{name: data.get(name, "") if name == "session" else data[name]
-         for name in _CONTEXT_FIELDS})
+      **{name: data[name] for name in _CONTEXT_FIELDS if name in data})  # older: no session
 
 
 def _failed_call_counts(archive):

@@ -11,10 +11,9 @@ A client is any object with `chat(messages, **sampling)` returning a str or an o
 .text (and optionally .prompt_tokens and .completion_tokens): the OpenAI-compatible client
 (whale_jax.sampling.openai_client), an in-process chat client, or a scripted fake in tests.
 propose(context, n) makes n calls with context.messages; call i gets seed =
-seeds.derive_seed(base seed, "proposer_call", context.iteration, i), with context.session
-folded in after the iteration when it is set, so runs are reproducible
-where the server honours seeds; with
-max_concurrent_calls > 1 the calls run on threads (the in-process engine batches them). Each
+seeds.derive_seed(base seed, "proposer_call", *context.call_site, i) (the iteration, then the
+search's session when it is named), so runs are reproducible where the server honours seeds;
+with max_concurrent_calls > 1 the calls run on threads (the in-process engine batches them). Each
 reply is parsed by whale_jax.search.proposal.parse_reply. A call that raises gives a
 proposal.failed_call (the search logs and counts it, archives nothing and asks again on
 resume) instead of ending the search; propose_at(context, indices) makes just the calls of
