@@ -48,7 +48,7 @@ def get_config(arg: str = ""):
                          row_length=512, samples_per_step=64,
                          sampler=dict(max_slots=64, steps_per_call=16, max_cache_length=512))
   config.loop = dict(seed=0, prompt_batch=32, num_samples=4, score_threshold=0.5,
-                     sft_epochs=3, search_iterations=3, candidates_per_iteration=2,
+                     sft_epochs=3, search_iterations=2, candidates_per_iteration=3,
                      eval_num_samples=2, eval_interval_rollouts=1024,
                      checkpoint_every_steps=4)
   config.whale = dict(weight_epochs=0.125, total_weight_epochs=100.0,
