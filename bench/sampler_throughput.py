@@ -47,7 +47,10 @@ flags.DEFINE_bool("agentic", True, "Also run the agentic pattern (small model)."
 flags.DEFINE_integer("agentic_episodes", 48, "Concurrent episodes of the agentic pattern.")
 flags.DEFINE_string("json_out", "", "Optional path for the results as JSON.")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "whale_jax's weight and "
-                  "compute dtype (transformers stays float32); each row states it.")
+                  "compute dtype; each row states it.")
+flags.DEFINE_enum("transformers_dtype", "float32", ["float32", "bfloat16"], "transformers' "
+                  "weight and compute dtype (the same random checkpoint, cast); each row "
+                  "states it.")
 flags.DEFINE_list("torch_threads", ["1", "2"], "Thread counts tried for transformers; the "
                   "fastest median is the reference (OpenMP threads degrade badly when the "
                   "cores are shared with other work, one thread less so).")
@@ -87,7 +90,7 @@ def build_checkpoint(name, directory):
   torch.manual_seed(0)
   model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
   model.save_pretrained(directory, safe_serialization=True)
-  return model
+  return model.to(getattr(torch, FLAGS.transformers_dtype))
 
 
 def work_per_token(config, batch_size, mean_cache_length):
@@ -148,6 +151,7 @@ def fixed_batches(name, model, config, params, limits, rows):
                                          FLAGS.prompt_length + new_tokens / 2)
       row = dict(model=name, params_millions=round(config.num_params() / 1e6, 1),
                  batch_size=batch_size, new_tokens=new_tokens, whale_dtype=FLAGS.dtype,
+                 transformers_dtype=FLAGS.transformers_dtype,
                  whale_tokens_per_second=round(whale_rate, 1),
                  transformers_tokens_per_second=round(reference_rate, 1),
                  ratio=round(whale_rate / reference_rate, 2),
@@ -208,6 +212,7 @@ def agentic(model, config, params, rows, num_episodes, calls_per_episode=3):
                   for t in FLAGS.torch_threads)
   row = dict(model="small", pattern="agentic", episodes=num_episodes,
              calls=num_episodes * calls_per_episode, generated_tokens=total_tokens,
+             whale_dtype=FLAGS.dtype, transformers_dtype=FLAGS.transformers_dtype,
              whale_tokens_per_second=round(statistics.median(whale), 1),
              transformers_one_at_a_time_tokens_per_second=round(reference[0], 1),
              transformers_threads=reference[1],
