@@ -67,6 +67,23 @@ def test_describe_changes_lists_phases_edits_and_scores(tmp_path):
       "  rollouts   600: test mean@k 0.300"]
 
 
+def test_an_evaluation_during_a_weight_phase_is_listed_after_that_phase(tmp_path):
+  """An evaluation taken mid-phase (after the first of two steps) and one at the phase's last
+  step come after the phase's line, in the order they were taken."""
+  workdir = str(tmp_path)
+  _write(os.path.join(workdir, "metrics.jsonl"), [
+      {"phase": "evaluation", "rollouts": 0, "test_mean": 0.125},
+      {"phase": "weight", "rollouts": 128, "reward": 0.1},
+      {"phase": "evaluation", "rollouts": 128, "test_mean": 0.25},
+      {"phase": "weight", "rollouts": 256, "reward": 0.3},
+      {"phase": "evaluation", "rollouts": 256, "test_mean": 0.375}])
+  assert run_log.describe_changes(workdir) == [
+      "  rollouts     0: test mean@k 0.125",
+      "  rollouts     0-256: weight phase, 2 RSFT steps (training reward 0.100 -> 0.300)",
+      "  rollouts   128: test mean@k 0.250",
+      "  rollouts   256: test mean@k 0.375"]
+
+
 def test_describe_changes_of_an_empty_workdir_is_empty(tmp_path):
   assert run_log.describe_changes(str(tmp_path)) == []
 

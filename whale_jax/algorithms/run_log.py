@@ -165,6 +165,9 @@ def describe_changes(workdir):
   keys (meta_harness scores every candidate so), so before/after is a paired comparison."""
   lines, weight_rows, last_accepted_score = [], [], None
   phase_start = [0]  # training rollouts before the current weight phase's first step
+  # Test evaluations taken while a weight phase was under way (mid-phase, or at its last step)
+  # are listed after that phase's line, which is written once the phase is over.
+  during_phase = []
 
   def flush_weights(after=None):
     if not weight_rows:
@@ -177,6 +180,8 @@ def describe_changes(workdir):
       before = "" if last_accepted_score is None else f"{last_accepted_score:.3f} before, "
       line += f"; the incumbent's harness-split score {before}{after:.3f} after"
     lines.append(line)
+    lines.extend(during_phase)
+    during_phase.clear()
     weight_rows.clear()
 
   previous_rollouts = 0
@@ -186,7 +191,8 @@ def describe_changes(workdir):
         phase_start[0] = previous_rollouts
       weight_rows.append(row)
     elif row["phase"] == "evaluation":  # a weight phase may go on after it
-      lines.append(f"  rollouts {row['rollouts']:>5}: test mean@k {row['test_mean']:.3f}")
+      line = f"  rollouts {row['rollouts']:>5}: test mean@k {row['test_mean']:.3f}"
+      (during_phase if weight_rows else lines).append(line)
     elif row["phase"] == "harness" and "accepted" in row:
       candidates = _read_candidates(os.path.join(workdir, "archive", row["label"]))
       incoming = candidates.get("c0000", {}).get("success")
