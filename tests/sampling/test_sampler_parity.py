@@ -14,6 +14,11 @@ from whale_jax.train import logprobs as train_logprobs
 NAMES = ["qwen3_tied", "qwen2_bias", "llama3_scaled", "qwen3_5_untied"]
 PROMPT_LENGTHS = [7, 1, 12, 4]
 NEW_TOKENS = 12
+# Sampler logprobs against the trainer's, float32. The Qwen3.5 hybrid's sampler steps its
+# gated delta layers one token at a time while the trainer runs the chunked form over the
+# whole sequence: the same recurrence summed in another order, whose float32 rounding
+# (seen up to 1.4e-5 on an AVX-512 host) is allowed a wider bound than attention's.
+LOGPROB_ATOL = {"qwen3_5": 5e-5}
 
 
 @pytest.fixture(scope="module", params=NAMES)
@@ -52,6 +57,7 @@ def test_greedy_matches_transformers_on_ragged_batch(checkpoint):
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_logprobs_equal_trainer_logprobs(checkpoint, temperature):
   _, config, params, sampler = checkpoint
+  atol = LOGPROB_ATOL.get(config.model_type, 1e-5)
   _, _, prompts = _prompts(seed=5)
   outs = sampler.generate(prompts, SamplingParams(max_tokens=NEW_TOKENS, temperature=temperature,
                                                   seed=11, ignore_eos=True, n=2))
@@ -69,7 +75,7 @@ def test_logprobs_equal_trainer_logprobs(checkpoint, temperature):
   for row, out in enumerate(outs):
     start = len(out.prompt_token_ids)
     np.testing.assert_allclose(out.logprobs, expected[row, start:start + NEW_TOKENS],
-                               atol=1e-5, rtol=0)
+                               atol=atol, rtol=0)
   # The two samples of each prompt draw from different streams.
   assert any(outs[2 * r].token_ids != outs[2 * r + 1].token_ids for r in range(len(prompts)))
 
