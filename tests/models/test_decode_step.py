@@ -73,3 +73,50 @@ def test_rows_that_do_not_advance_keep_their_length_and_later_match():
   np.testing.assert_allclose(np.stack([l[1] for l in logits[1:]]), full[1, :3], atol=1e-5,
                              rtol=0)
   np.testing.assert_array_equal(cache["length"], [4, 3])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_step_writes_each_rows_key_and_value_at_its_length_only(dtype):
+  """The cache after one step, against numpy: row b's new key/value (recomputed here from the
+  weights) at position length[b], nothing else changed; a row at capacity writes nothing."""
+  config = CONFIG.replace(param_dtype=dtype, compute_dtype=dtype, qkv_bias=False)
+  params = jax.tree.map(lambda p: p.astype(dtype), _params(CONFIG))
+  rng = np.random.default_rng(4)
+  cache = decode_step.init_cache(config, BATCH, CAPACITY)
+  before_keys = [rng.normal(size=k.shape).astype(np.float32) for k in cache["key"]]
+  before_values = [rng.normal(size=v.shape).astype(np.float32) for v in cache["value"]]
+  lengths = np.array([0, 7, CAPACITY], np.int32)  # the last row is full: its write is dropped
+  cache = {"key": tuple(jnp.asarray(k, dtype) for k in before_keys),
+           "value": tuple(jnp.asarray(v, dtype) for v in before_values),
+           "length": jnp.asarray(lengths)}
+  tokens = np.array([5, 17, 33])
+  layers = decode_step.split_layers(params, config)
+  _, after = jax.jit(lambda p, l, t, c: decode_step.step(p, l, config, t, c))(
+      params, layers, jnp.asarray(tokens), cache)
+  # Layer 0's new value from the embedding, the attention norm and the value projection (no
+  # bias, no norm on values, no rope on values), in float32 numpy.
+  x = np.asarray(params["embedding"], np.float32)[tokens]
+  norm = np.asarray(params["layers"]["attention_norm"][0], np.float32)
+  h = x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + config.rms_norm_eps) * norm
+  value_weight = np.asarray(params["layers"]["attention"]["value"][0], np.float32)
+  expected_value = np.einsum("bd,dkh->bkh", h, value_weight.reshape(CONFIG.embed_dim, 2, 12))
+  tolerance = 1e-5 if dtype == "float32" else 0.05
+  for layer in range(CONFIG.num_layers):
+    got_keys = np.asarray(after["key"][layer], np.float32)
+    got_values = np.asarray(after["value"][layer], np.float32)
+    written = np.zeros(got_values.shape[:3], bool)  # [B, K, S]
+    for row, length in enumerate(lengths):
+      if length < CAPACITY:
+        written[row, :, length] = True
+    unchanged_keys = np.asarray(jnp.asarray(before_keys[layer], dtype), np.float32)
+    unchanged_values = np.asarray(jnp.asarray(before_values[layer], dtype), np.float32)
+    np.testing.assert_array_equal(np.where(written[:, :, None, :], 0, got_keys),
+                                  np.where(written[:, :, None, :], 0, unchanged_keys))
+    np.testing.assert_array_equal(np.where(written[..., None], 0, got_values),
+                                  np.where(written[..., None], 0, unchanged_values))
+    assert not np.any(np.isclose(got_values[written], unchanged_values[written]))
+    if layer == 0:
+      for row in range(2):
+        np.testing.assert_allclose(got_values[row, :, lengths[row]], expected_value[row],
+                                   atol=tolerance, rtol=tolerance)
+  np.testing.assert_array_equal(after["length"], lengths + 1)

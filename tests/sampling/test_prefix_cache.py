@@ -167,6 +167,32 @@ def test_prompt_blocks_stay_bitwise_after_evictions(params):
   assert metrics[0]["prefix_cache_evictions"] > 0 and metrics[0]["prefill_tokens_saved"] > 0
 
 
+@pytest.mark.parametrize("cache_bytes", [None, 12 * 2 * 2 * 4 * 2 * 8 * 2])  # 2-byte entries
+def test_bfloat16_prompt_blocks_are_bitwise_too(params, cache_bytes):
+  """In bfloat16 the pool stores the KV's bits (uint16), so a cached prefix is exactly the
+  prefill's KV: tokens and logprobs identical to the uncached bfloat16 engine, also after
+  evictions (other episodes first fill a 12-block pool of 2-byte entries)."""
+  config = CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
+  bf16 = jax.tree.map(lambda x: x.astype("bfloat16"), params)
+  filler, episodes = (_episodes(6, np.random.default_rng(seed)) for seed in (5, 2))
+  sampling = SamplingParams(max_tokens=20, temperature=1.0)
+  outputs, metrics = [], []
+  for budget in (cache_bytes, 0):
+    with Sampler(config, bf16, max_slots=8, steps_per_call=STEPS, prefix_cache_bytes=budget,
+                 prefix_block_size=4) as sampler:
+      if cache_bytes is not None:
+        _run_episodes(sampler, filler, sampling)
+      before = sampler.metrics()
+      outputs.append(_run_episodes(sampler, episodes, sampling))
+      metrics.append({k: sampler.metrics()[k] - before[k]
+                      for k in ("prefix_cache_evictions", "prefill_tokens_saved")})
+      metrics[-1]["pool_blocks"] = sampler.metrics()["prefix_cache_pool_blocks"]
+  _assert_same(*outputs, tolerance=0.0)
+  assert metrics[0]["prefill_tokens_saved"] > 0 and metrics[1]["prefill_tokens_saved"] == 0
+  if cache_bytes is not None:
+    assert metrics[0]["pool_blocks"] == 12 and metrics[0]["prefix_cache_evictions"] > 0
+
+
 def test_new_weights_drop_the_cache(params):
   prompt = list(range(3, 40))
   sampling = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)

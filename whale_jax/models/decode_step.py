@@ -99,8 +99,26 @@ def _attend(query, keys, values, valid):
                       keys, preferred_element_type=jnp.float32)
   logits = jnp.where(valid[:, None, None], logits, attention.NEGATIVE_INFINITY)
   probabilities = jax.nn.softmax(logits, axis=-1).astype(values.dtype)
-  encoded = jnp.einsum("BKGS,BKSH->BKGH", probabilities, values)
+  encoded = jnp.einsum("BKGS,BKSH->BKGH", probabilities, values,
+                       preferred_element_type=jnp.float32).astype(values.dtype)
   return encoded.reshape(batch_size, num_heads, head_dim)
+
+
+def _write(buffer, new, lengths, axis):
+  """buffer [B, ..., S, ...] with row b's new[b] at position lengths[b] of axis (dropped when
+  past the end).
+
+  A scatter in place for float32. For 16-bit floats, a select over the whole buffer: XLA's
+  CPU scatter converts such a buffer to float32 and back in full at every write, which costs
+  about four times as much.
+  """
+  new = new.astype(buffer.dtype)
+  if buffer.dtype.itemsize == 2:
+    positions = jnp.arange(buffer.shape[axis]).reshape((-1,) + (1,) * (buffer.ndim - 1 - axis))
+    here = positions == lengths.reshape((-1,) + (1,) * (buffer.ndim - 1))  # [B, .., S, ..]
+    return jnp.where(here, jnp.expand_dims(new, axis), buffer)
+  index = (jnp.arange(buffer.shape[0]),) + (slice(None),) * (axis - 1) + (lengths,)
+  return buffer.at[index].set(new, mode="drop")
 
 
 def step(params, layers, config, tokens, cache, advance=None, transposed=False):
@@ -122,7 +140,6 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   num_heads, num_kv_heads, head_dim = config.num_heads, config.num_kv_heads, config.head_dim
   eps = config.rms_norm_eps
   lengths = cache["length"]
-  rows = jnp.arange(batch_size)
   sin, cos = rope.sin_cos(config, lengths[:, None])  # [B, 1, H] each
   valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
   x = decoder.embed(params, config, tokens[:, None])[:, 0]  # [B, D]
@@ -147,8 +164,8 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
       key = normalization.rms_norm(key, weights["key_norm"], eps)
     query = rope.apply(query[:, None], sin, cos)[:, 0]
     key = rope.apply(key[:, None], sin, cos)[:, 0]
-    keys = keys.at[rows, :, :, lengths].set(key.astype(keys.dtype), mode="drop")
-    values = values.at[rows, :, lengths].set(value.astype(values.dtype), mode="drop")
+    keys = _write(keys, key, lengths, axis=3)  # keys [B, K, H, S]
+    values = _write(values, value, lengths, axis=2)  # values [B, K, S, H]
     encoded = _attend(query, keys, values, valid)  # [B, N, H]
     x = x + matmul(encoded.reshape(batch_size, -1), weights["output"])
     if config.output_bias:

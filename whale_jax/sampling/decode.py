@@ -28,7 +28,9 @@ out of the same decode step.
 
 Prefix cache pages (the block pool): {"key", "value": [L, N, Z, K, H]} (N pages of Z = block
 size positions, stacked over layers like kv_cache), plus nothing else: a page holds one block's
-KV and the host index (prefix_cache.py) knows which. prefill_with_prefix gathers a prompt's
+KV and the host index (prefix_cache.py) knows which. In a 16-bit float compute dtype the pages
+hold the values' bits (uint16): XLA's CPU scatter converts a 16-bit float buffer to float32 and
+back in full at every write, which for a pool of a gigabyte costs more than the prefill. prefill_with_prefix gathers a prompt's
 cached pages into its prefill cache, computes only the rest and writes its new full blocks to
 pages in the same call; save_blocks copies blocks out of decode slots into pages. Pages are
 replicated over batch shards and split over key/value heads like the slot cache
@@ -111,11 +113,32 @@ def _prefill_chunks(params, config, tokens, lengths, cache, chunk):
   return jax.lax.fori_loop(0, num_chunks, body, cache)
 
 
+def _bits_dtype(dtype):
+  """The dtype pages of values of dtype are stored in: their bits for 16-bit floats."""
+  dtype = jnp.dtype(dtype)
+  return jnp.dtype(jnp.uint16) if jnp.issubdtype(dtype, jnp.floating) and (
+      dtype.itemsize == 2) else dtype
+
+
+def _to_pages(x, pool_dtype):
+  """Values x as the pool stores them (pool_dtype: _bits_dtype(x's compute dtype))."""
+  if pool_dtype == x.dtype:
+    return x
+  return jax.lax.bitcast_convert_type(x, pool_dtype)
+
+
+def _from_pages(x, dtype):
+  """Pool entries x back as values of dtype."""
+  if x.dtype == dtype:
+    return x
+  return jax.lax.bitcast_convert_type(x, dtype)
+
+
 def init_pool(config, num_blocks, block_size):
   """An all-zero block pool of num_blocks pages."""
   shape = (config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim)
-  return {"key": jnp.zeros(shape, config.compute_jnp_dtype),
-          "value": jnp.zeros(shape, config.compute_jnp_dtype)}
+  dtype = _bits_dtype(config.compute_jnp_dtype)
+  return {"key": jnp.zeros(shape, dtype), "value": jnp.zeros(shape, dtype)}
 
 
 def pool_logical_axes():
@@ -152,7 +175,8 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
   num_rows, num_pages = pages.shape
   cache = {"length": prefix_lengths}
   for name in ("key", "value"):
-    gathered = jnp.take(pool[name], pages, axis=1, mode="fill", fill_value=0)  # [L,P,S/Z,Z,K,H]
+    gathered = _from_pages(jnp.take(pool[name], pages, axis=1, mode="fill", fill_value=0),
+                           config.compute_jnp_dtype)  # [L, P, S/Z, Z, K, H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
   cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk)
@@ -161,7 +185,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     leaf = cache[name]  # [L, P, S, K, H]
     blocks = leaf.reshape(leaf.shape[0], num_rows * num_pages, -1, *leaf.shape[3:])
     saved[name] = pool[name].at[:, save_pages.reshape(-1)].set(
-        blocks.astype(pool[name].dtype), mode="drop")
+        _to_pages(blocks.astype(config.compute_jnp_dtype), pool[name].dtype), mode="drop")
   return cache, saved
 
 
@@ -187,7 +211,7 @@ def save_blocks(pool, cache, rows, blocks, pages, unrolled):
       leaf = cache[name]  # [L, B, S, K, H]
       leaf = leaf.reshape(leaf.shape[0], leaf.shape[1], -1, size, *leaf.shape[3:])
       new[name] = leaf[:, rows, blocks]  # [L, M, Z, K, H]
-  return {name: pool[name].at[:, pages].set(new[name].astype(pool[name].dtype), mode="drop")
+  return {name: pool[name].at[:, pages].set(_to_pages(new[name], pool[name].dtype), mode="drop")
           for name in ("key", "value")}
 
 
