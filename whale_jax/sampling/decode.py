@@ -30,11 +30,11 @@ Prefix cache pages (the block pool): {"key", "value": [L, N, Z, K, H]} (N pages 
 size positions, stacked over layers like kv_cache), plus nothing else: a page holds one block's
 KV and the host index (prefix_cache.py) knows which. In a 16-bit float compute dtype the pages
 hold the values' bits (uint16): XLA's CPU scatter converts a 16-bit float buffer to float32 and
-back in full at every write, which for a pool of a gigabyte costs more than the prefill. prefill_with_prefix gathers a prompt's
-cached pages into its prefill cache, computes only the rest and writes its new full blocks to
-pages in the same call; save_blocks copies blocks out of decode slots into pages. Pages are
-replicated over batch shards and split over key/value heads like the slot cache
-(pool_logical_axes).
+back in full at every write, which for a pool of a gigabyte costs more than the prefill.
+prefill_with_prefix gathers a prompt's cached pages into its prefill cache, computes only the
+rest and writes its new full blocks to pages in the same call; save_blocks copies blocks out of
+decode slots into pages. Pages are replicated over batch shards and split over key/value heads
+like the slot cache (pool_logical_axes).
 
 The engine jits these functions; none of them knows about requests, threads or text.
 """
@@ -120,18 +120,9 @@ def _bits_dtype(dtype):
       dtype.itemsize == 2) else dtype
 
 
-def _to_pages(x, pool_dtype):
-  """Values x as the pool stores them (pool_dtype: _bits_dtype(x's compute dtype))."""
-  if pool_dtype == x.dtype:
-    return x
-  return jax.lax.bitcast_convert_type(x, pool_dtype)
-
-
-def _from_pages(x, dtype):
-  """Pool entries x back as values of dtype."""
-  if x.dtype == dtype:
-    return x
-  return jax.lax.bitcast_convert_type(x, dtype)
+def _bitcast(x, dtype):
+  """x's bits as dtype (values to pool entries and back; the same dtype: x itself)."""
+  return x if x.dtype == dtype else jax.lax.bitcast_convert_type(x, dtype)
 
 
 def init_pool(config, num_blocks, block_size):
@@ -175,7 +166,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
   num_rows, num_pages = pages.shape
   cache = {"length": prefix_lengths}
   for name in ("key", "value"):
-    gathered = _from_pages(jnp.take(pool[name], pages, axis=1, mode="fill", fill_value=0),
+    gathered = _bitcast(jnp.take(pool[name], pages, axis=1, mode="fill", fill_value=0),
                            config.compute_jnp_dtype)  # [L, P, S/Z, Z, K, H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
@@ -185,7 +176,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     leaf = cache[name]  # [L, P, S, K, H]
     blocks = leaf.reshape(leaf.shape[0], num_rows * num_pages, -1, *leaf.shape[3:])
     saved[name] = pool[name].at[:, save_pages.reshape(-1)].set(
-        _to_pages(blocks.astype(config.compute_jnp_dtype), pool[name].dtype), mode="drop")
+        _bitcast(blocks.astype(config.compute_jnp_dtype), pool[name].dtype), mode="drop")
   return cache, saved
 
 
@@ -211,7 +202,7 @@ def save_blocks(pool, cache, rows, blocks, pages, unrolled):
       leaf = cache[name]  # [L, B, S, K, H]
       leaf = leaf.reshape(leaf.shape[0], leaf.shape[1], -1, size, *leaf.shape[3:])
       new[name] = leaf[:, rows, blocks]  # [L, M, Z, K, H]
-  return {name: pool[name].at[:, pages].set(_to_pages(new[name], pool[name].dtype), mode="drop")
+  return {name: pool[name].at[:, pages].set(_bitcast(new[name], pool[name].dtype), mode="drop")
           for name in ("key", "value")}
 
 
