@@ -26,31 +26,52 @@ def _forward(params, config, tokens):
   return np.asarray(jax.jit(decoder.forward, static_argnums=1)(params, config, tokens))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("tied", [False, True])
 @pytest.mark.parametrize("transposed", [False, True])
-def test_ragged_steps_equal_full_forward(transposed):
-  """Rows prefilled to different lengths, then decoded one token at a time."""
-  params = _params(CONFIG)
+def test_ragged_steps_equal_full_forward(transposed, tied, dtype):
+  """Rows prefilled to different lengths, then decoded one token at a time, in both weight
+  layouts, with a tied or separate unembedding (split_layers copies it into the layout or
+  leaves it to the params). The reference is the float32 full forward pass over the same
+  weights (rounded to dtype); in bfloat16 the step's activations and KV round to 8 bits."""
+  config = CONFIG.replace(tie_embeddings=tied)
+  reference_params = _params(config)
+  if dtype != "float32":
+    reference_params = jax.tree.map(lambda p: p.astype(dtype).astype(jnp.float32),
+                                    reference_params)
+  params = jax.tree.map(lambda p: p.astype(dtype), reference_params)
+  low = config.replace(param_dtype=dtype, compute_dtype=dtype)
   tokens = np.asarray(jax.random.randint(jax.random.key(2), (BATCH, LENGTH), 0, 61))
   prompt_lengths = np.array([2, 5, 3], np.int32)
   prefill = np.where(np.arange(LENGTH)[None] < prompt_lengths[:, None], tokens, 0)
-  stacked = kv_cache.init(CONFIG, BATCH, LENGTH)
+  stacked = kv_cache.init(low, BATCH, LENGTH)
   _, stacked = jax.jit(decoder.forward_with_cache, static_argnums=1)(
-      params, CONFIG, jnp.asarray(prefill[:, :5]),
-                                          stacked,
-                                          num_new_tokens=jnp.asarray(prompt_lengths))
-  cache = decode_step.init_cache(CONFIG, BATCH, CAPACITY)
+      params, low, jnp.asarray(prefill[:, :5]), stacked,
+      num_new_tokens=jnp.asarray(prompt_lengths))
+  cache = decode_step.init_cache(low, BATCH, CAPACITY)
   keys, values = decode_step.from_stacked(stacked["key"], stacked["value"])
   cache = {"key": tuple(c.at[:, :, :, :5].set(k[..., :5]) for c, k in zip(cache["key"], keys)),
            "value": tuple(c.at[:, :, :5].set(v[:, :, :5]) for c, v in zip(cache["value"], values)),
            "length": jnp.asarray(prompt_lengths)}
-  layers = decode_step.split_layers(params, CONFIG, transposed)
-  full = _forward(params, CONFIG, jnp.asarray(tokens))
-  step = jax.jit(lambda p, l, t, c: decode_step.step(p, l, CONFIG, t, c, None, transposed))
+  layers = decode_step.split_layers(params, low, transposed)
+  assert (layers["unembedding"] is None) == (tied == transposed)
+  full = _forward(reference_params, config, jnp.asarray(tokens))
+  step = jax.jit(lambda p, l, t, c: decode_step.step(p, l, low, t, c, None, transposed))
+  tolerance = 1e-5 if dtype == "float32" else 0.1
   for offset in range(4):
     positions = prompt_lengths + offset
     logits, cache = step(params, layers, jnp.asarray(tokens[np.arange(BATCH), positions]), cache)
-    np.testing.assert_allclose(logits, full[np.arange(BATCH), positions], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(logits, full[np.arange(BATCH), positions], atol=tolerance,
+                               rtol=0)
   np.testing.assert_array_equal(cache["length"], prompt_lengths + 4)
+
+
+def test_layout_is_the_faster_one_for_the_dtype():
+  """transposed_for: [out, in] for float32 batches of several rows, [in, out] for one row; the
+  reverse for bfloat16 (docs/benchmarks.md has the measurements behind it)."""
+  bf16 = CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
+  assert [decode_step.transposed_for(CONFIG, b) for b in (1, 2, 32)] == [False, True, True]
+  assert [decode_step.transposed_for(bf16, b) for b in (1, 2, 32)] == [True, False, False]
 
 
 def test_rows_that_do_not_advance_keep_their_length_and_later_match():

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from whale_jax.models import normalization
+from whale_jax.models import products
 from whale_jax.models import rope
 from whale_jax.models import splash_attention
 from whale_jax.parallel import rules
@@ -65,11 +66,15 @@ def logical_axes(config):
   return axes
 
 
-def project(params, config, x, positions):
-  """x [B, T, D] -> query [B, T, N, H], key and value [B, T, K, H], RoPE applied."""
-  query = jnp.einsum("BTD,DNH->BTNH", x, params["query"])
-  key = jnp.einsum("BTD,DKH->BTKH", x, params["key"])
-  value = jnp.einsum("BTD,DKH->BTKH", x, params["value"])
+def project(params, config, x, positions, inference=False):
+  """x [B, T, D] -> query [B, T, N, H], key and value [B, T, K, H], RoPE applied.
+
+  inference: not differentiated; the products accumulate in float32 (models/products.py).
+  """
+  einsum = products.einsum if inference else jnp.einsum
+  query = einsum("BTD,DNH->BTNH", x, params["query"])
+  key = einsum("BTD,DKH->BTKH", x, params["key"])
+  value = einsum("BTD,DKH->BTKH", x, params["value"])
   if config.qkv_bias:
     query = query + params["query_bias"]
     key = key + params["key_bias"]
@@ -100,9 +105,9 @@ def attend(query, key, value, mask):
   return encoded.reshape(batch_size, query_length, num_heads, head_dim)
 
 
-def output(params, config, encoded):
-  """encoded [B, T, N, H] -> [B, T, D]."""
-  x = jnp.einsum("BTNH,NHD->BTD", encoded, params["output"])
+def output(params, config, encoded, inference=False):
+  """encoded [B, T, N, H] -> [B, T, D] (inference: as in project)."""
+  x = (products.einsum if inference else jnp.einsum)("BTNH,NHD->BTD", encoded, params["output"])
   if config.output_bias:
     x = x + params["output_bias"]
   return x

@@ -9,7 +9,8 @@ which costs more than the step itself at small batch sizes. Here the layers are 
   cache: {"key": L buffers [B, K, H, S], "value": L buffers [B, K, S, H], "length": [B]}
     (keys with S minor and values with H minor are the layouts XLA's CPU dots read fastest)
   layers: split_layers(params), the per-layer weights as 2-D matrices (a copy, made once per
-    params version by the caller), in the layout XLA's CPU dots read fastest for the batch.
+    params version by the caller), in the layout XLA's CPU dots read fastest for the batch and
+    dtype (transposed_for), and the unembedding in that layout when the params' is the other.
 A step writes each row's new key/value at slot length[b], then attends to slots 0..length[b].
 Plain decoders only (not hybrid ones); decoder.forward_with_cache covers every model.
 """
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 from whale_jax.models import attention
 from whale_jax.models import decoder
 from whale_jax.models import normalization
+from whale_jax.models import products
 from whale_jax.models import rope
 
 
@@ -54,14 +56,31 @@ def from_stacked(key, value):
   return keys, values
 
 
+def transposed_for(config, batch_size):
+  """The weight layout step() runs fastest with on XLA's CPU: True for [out, in].
+
+  Every product takes its inputs in the compute dtype and accumulates in float32
+  (preferred_element_type). In float32 a matrix-vector product (one row) reads [in, out] and a
+  product with a few rows reads [out, in] fastest (up to 1.7x at batch 32, ~100M shapes). For
+  16-bit floats it is the other way round, by far more: XLA hands a bfloat16 product with
+  float32 accumulation and an [in, out] right side to its matmul library (AMX where the CPU
+  has it), 4-8x faster than float32 at batch 4-64 on such a host, and the [out, in] side to a
+  slow loop; with one row [out, in] is 12x faster (bench/decode_bound.py, docs/benchmarks.md).
+  """
+  rows_form = batch_size > 1
+  return rows_form if jnp.dtype(config.compute_jnp_dtype).itemsize == 4 else not rows_form
+
+
 def split_layers(params, config, transposed=False):
   """Per-layer weights as 2-D matrices in the compute dtype (a copy), for step().
 
-  Each projection is stored [in, out] (transposed=False) or [out, in] (transposed=True):
-  XLA's CPU matrix-vector product (one row) reads [in, out] fastest, while its products with a
-  few rows read [out, in] about twice as fast. The projections that read the same input are
-  one matrix (query, key and value; gate and up): one product instead of three or two, which
-  saves each product's fixed cost (a fifth of a small model's step). Per layer:
+  Each projection is stored [in, out] (transposed=False) or [out, in] (transposed=True);
+  transposed_for picks the faster for a batch size. The projections that read the same input
+  are one matrix (query, key and value; gate and up): one product instead of three or two,
+  which saves each product's fixed cost (a fifth of a small model's step).
+  Returns {"layers": one dict per layer, "unembedding": [D, V] or [V, D] in the layout, or
+  None where the params' own (tied embedding [V, D], else unembedding [D, V]) already is}.
+  Per layer:
     attention_norm, mlp_norm [D]; qkv [D, N*H + 2*K*H] (query, key, value columns in that
     order); output [N*H, D]; gate_up [D, 2*F] (gate, then up); down [F, D] (each the other
     way round when transposed); query_bias [N*H], key_bias, value_bias [K*H], output_bias [D],
@@ -88,7 +107,14 @@ def split_layers(params, config, transposed=False):
     weights.update({name: w[layer].reshape(-1) if name.endswith("_bias") else w[layer]
                     for name, w in vectors.items()})
     layers.append({name: w.astype(dtype) for name, w in weights.items()})
-  return tuple(layers)
+  if config.tie_embeddings:
+    stored, stored_transposed = params["embedding"], True  # [V, D]
+  else:
+    stored, stored_transposed = params["unembedding"], False  # [D, V]
+  unembedding = None
+  if stored_transposed != transposed or stored.dtype != dtype:
+    unembedding = (stored if stored_transposed == transposed else stored.T).astype(dtype)
+  return {"layers": tuple(layers), "unembedding": unembedding}
 
 
 def _attend(query, keys, values, valid):
@@ -142,14 +168,14 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   lengths = cache["length"]
   sin, cos = rope.sin_cos(config, lengths[:, None])  # [B, 1, H] each
   valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
-  x = decoder.embed(params, config, tokens[:, None])[:, 0]  # [B, D]
+  x = decoder.embed(params, config, tokens[:, None], inference=True)[:, 0]  # [B, D]
 
   def matmul(x, weight):  # 2-D products on the stored layout: XLA copies no weight
-    return x @ weight.T if transposed else x @ weight
+    return products.matmul(x, weight.T if transposed else weight)
 
   qkv_splits = (num_heads * head_dim, (num_heads + num_kv_heads) * head_dim)  # qkv's columns
   new_keys, new_values = [], []
-  for weights, keys, values in zip(layers, cache["key"], cache["value"]):
+  for weights, keys, values in zip(layers["layers"], cache["key"], cache["value"]):
     h = normalization.rms_norm(x, weights["attention_norm"], eps)
     query, key, value = jnp.split(matmul(h, weights["qkv"]), qkv_splits, axis=-1)
     if config.qkv_bias:
@@ -178,6 +204,12 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
     new_values.append(values)
   if advance is None:
     advance = jnp.ones((batch_size,), jnp.int32)
-  logits = decoder.unembed(params, config, x[:, None])[:, 0]
+  if layers["unembedding"] is None:
+    logits = decoder.unembed(params, config, x[:, None])[:, 0]
+  else:
+    x = normalization.rms_norm(x, params["final_norm"].astype(x.dtype), eps)
+    unembedding = layers["unembedding"]
+    logits = jnp.dot(x, unembedding.T if transposed else unembedding,
+                     preferred_element_type=jnp.float32)
   return logits, {"key": tuple(new_keys), "value": tuple(new_values),
                   "length": lengths + advance.astype(jnp.int32)}

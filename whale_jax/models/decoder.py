@@ -26,6 +26,7 @@ from whale_jax.models import attention
 from whale_jax.models import hybrid_decoder
 from whale_jax.models import kv_cache
 from whale_jax.models import normalization
+from whale_jax.models import products
 from whale_jax.models import remat
 from whale_jax.parallel import rules
 
@@ -87,13 +88,15 @@ def logical_axes(config):
   return axes
 
 
-def _mlp(params, x):
+def _mlp(params, x, inference=False):
   """SwiGLU on the rows of x [B, T, D]: 2-D matmuls, whose backward XLA lays out better on
-  CPU than the 3-D einsums' (1.6x faster MLP backward measured in bench/train_throughput)."""
+  CPU than the 3-D einsums' (1.6x faster MLP backward measured in bench/train_throughput).
+  inference: not differentiated; the products accumulate in float32 (models/products.py)."""
+  matmul = products.matmul if inference else jnp.matmul
   rows = x.reshape(-1, x.shape[-1])  # [B * T, D]
-  gate = rows @ params["gate"]
-  up = rows @ params["up"]
-  return ((jax.nn.silu(gate) * up) @ params["down"]).reshape(x.shape)
+  gate = matmul(rows, params["gate"])
+  up = matmul(rows, params["up"])
+  return matmul(jax.nn.silu(gate) * up, params["down"]).reshape(x.shape)
 
 
 def _layer(config, params, x, positions, mask, kv_writer=None):
@@ -101,20 +104,23 @@ def _layer(config, params, x, positions, mask, kv_writer=None):
 
   mask: attention.CausalMask of the queries over the keys attention reads.
   kv_writer(key, value) -> (keys, values, state) stores this step's key/value [B, T, K, H] and
-  returns what attention reads ([B, S, K, H]) plus a state passed back to the caller.
+  returns what attention reads ([B, S, K, H]) plus a state passed back to the caller. With a
+  kv_writer the block is on an inference path (forward_with_cache: prefill and decoding, never
+  differentiated), whose weight products accumulate in float32 (models/products.py).
   Returns:
     (x [B, T, D], state or None)
   """
   x = rules.constrain(x, ("batch", "length", "embed"))
   h = normalization.rms_norm(x, params["attention_norm"], config.rms_norm_eps)
-  query, key, value = attention.project(params["attention"], config, h, positions)
+  inference = kv_writer is not None
+  query, key, value = attention.project(params["attention"], config, h, positions, inference)
   state = None
-  if kv_writer is not None:
+  if inference:
     key, value, state = kv_writer(key, value)
   encoded = attention.causal_attend(config, query, key, value, mask)
-  x = x + attention.output(params["attention"], config, encoded)
+  x = x + attention.output(params["attention"], config, encoded, inference)
   h = normalization.rms_norm(x, params["mlp_norm"], config.rms_norm_eps)
-  return x + _mlp(params["mlp"], h), state
+  return x + _mlp(params["mlp"], h, inference), state
 
 
 def _cast(params, config):
@@ -122,9 +128,19 @@ def _cast(params, config):
   return jax.tree.map(lambda p: p.astype(dtype) if p.dtype != dtype else p, params)
 
 
-def embed(params, config, tokens):
-  """tokens [B, T] -> [B, T, D] in the compute dtype."""
-  return jnp.take(params["embedding"], tokens, axis=0).astype(config.compute_jnp_dtype)
+def embed(params, config, tokens, inference=False):
+  """tokens [B, T] -> [B, T, D] in the compute dtype.
+
+  inference: not differentiated; a 16-bit embedding is gathered as its bits
+  (kv_cache.as_bits: XLA's CPU gather would convert the whole table to float32 first).
+  """
+  embedding = params["embedding"]
+  if inference:
+    rows = kv_cache.from_bits(jnp.take(kv_cache.as_bits(embedding), tokens, axis=0),
+                              embedding.dtype)
+  else:
+    rows = jnp.take(embedding, tokens, axis=0)
+  return rows.astype(config.compute_jnp_dtype)
 
 
 def unembed(params, config, x):
@@ -191,6 +207,8 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
 
   Row b's T new tokens are written to cache slots cache["length"][b] + t and attend to all
   slots up to their own. Writes past the cache's capacity are dropped: callers size the cache.
+  An inference path (prefill, decoding): not differentiable in 16-bit floats (weights and
+  cache move as their bits, kv_cache.as_bits).
 
   Args:
     tokens: [B, T] int; with right padding when rows have different numbers of new tokens.
@@ -218,24 +236,34 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
     return unembed(params, config, x), new_cache
   mask = attention.CausalMask(query_index, cache["key"].shape[2])
   params = _cast(params, config)
-  x = embed(params, config, tokens)
+  x = embed(params, config, tokens, inference=True)
+  # The layer scan slices the stacked weights and writes the stacked cache: 16-bit floats
+  # travel as their bits through it (kv_cache.as_bits), as XLA's CPU compiler would otherwise
+  # convert both stacks to float32 and back around the loop.
+  dtype, cache_dtype = config.compute_jnp_dtype, cache["key"].dtype
 
   def body(carry, inputs):
     x, keys, values = carry
-    layer_params, layer = inputs
+    layer_bits, layer = inputs
+    layer_params = jax.tree.map(lambda p: kv_cache.from_bits(p, dtype), layer_bits)
 
     def kv_writer(key, value):
       new_keys, new_values, layer_keys, layer_values = kv_cache.write_layer(
-          keys, values, layer, query_index, key, value)
-      return layer_keys, layer_values, (new_keys, new_values)
+          keys, values, layer, query_index, kv_cache.as_bits(key.astype(cache_dtype)),
+          kv_cache.as_bits(value.astype(cache_dtype)))
+      return (kv_cache.from_bits(layer_keys, cache_dtype),
+              kv_cache.from_bits(layer_values, cache_dtype), (new_keys, new_values))
 
     x, (keys, values) = _layer(config, layer_params, x, positions, mask, kv_writer)
     return (x, keys, values), None
 
   layers = jnp.arange(config.num_layers, dtype=jnp.int32)
-  (x, keys, values), _ = jax.lax.scan(body, (x, cache["key"], cache["value"]),
-                                      (params["layers"], layers))
+  (x, keys, values), _ = jax.lax.scan(
+      body, (x, kv_cache.as_bits(cache["key"]), kv_cache.as_bits(cache["value"])),
+      (jax.tree.map(kv_cache.as_bits, params["layers"]), layers))
   if num_new_tokens is None:
     num_new_tokens = jnp.full((batch_size,), length, jnp.int32)
-  new_cache = {"key": keys, "value": values, "length": offsets + num_new_tokens}
+  new_cache = {"key": kv_cache.from_bits(keys, cache_dtype),
+               "value": kv_cache.from_bits(values, cache_dtype),
+               "length": offsets + num_new_tokens}
   return unembed(params, config, x), new_cache

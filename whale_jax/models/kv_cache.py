@@ -68,6 +68,29 @@ def logical_axes(config=None):
   return axes
 
 
+def bits_dtype(dtype):
+  """The dtype a buffer of dtype is moved as by as_bits: uint16 for 16-bit floats."""
+  dtype = jnp.dtype(dtype)
+  return jnp.dtype(jnp.uint16) if jnp.issubdtype(dtype, jnp.floating) and (
+      dtype.itemsize == 2) else dtype
+
+
+def as_bits(x):
+  """A 16-bit float array's bits as uint16; any other array as it is.
+
+  XLA's CPU compiler runs scatter, gather and dynamic-slice of a 16-bit float buffer in
+  float32: it converts the whole buffer and back at each of them (for a prefill's stacked
+  weights and cache, or a 1 GB prefix-cache pool, more than the products cost). On the bits
+  they move two bytes an element in place. Not differentiable: inference paths only.
+  """
+  return jax.lax.bitcast_convert_type(x, jnp.uint16) if bits_dtype(x.dtype) != x.dtype else x
+
+
+def from_bits(x, dtype):
+  """as_bits undone: x's bits as dtype (x itself when it already is dtype)."""
+  return x if x.dtype == dtype else jax.lax.bitcast_convert_type(x, dtype)
+
+
 def write_layer(keys, values, layer, slots, key, value):
   """Writes one layer's new key/value [B, T, K, H] at slots [B, T] of the stacked buffers.
 

@@ -30,7 +30,8 @@ Prefix cache pages (the block pool): {"key", "value": [L, N, Z, K, H]} (N pages 
 size positions, stacked over layers like kv_cache), plus nothing else: a page holds one block's
 KV and the host index (prefix_cache.py) knows which. In a 16-bit float compute dtype the pages
 hold the values' bits (uint16): XLA's CPU scatter converts a 16-bit float buffer to float32 and
-back in full at every write, which for a pool of a gigabyte costs more than the prefill.
+back in full at every write, which for a pool of a gigabyte costs more than the prefill. For
+the same reason every gather and scatter here moves 16-bit KV as its bits (kv_cache.as_bits).
 prefill_with_prefix gathers a prompt's cached pages into its prefill cache, computes only the
 rest and writes its new full blocks to pages in the same call; save_blocks copies blocks out of
 decode slots into pages. Pages are replicated over batch shards and split over key/value heads
@@ -113,22 +114,10 @@ def _prefill_chunks(params, config, tokens, lengths, cache, chunk):
   return jax.lax.fori_loop(0, num_chunks, body, cache)
 
 
-def _bits_dtype(dtype):
-  """The dtype pages of values of dtype are stored in: their bits for 16-bit floats."""
-  dtype = jnp.dtype(dtype)
-  return jnp.dtype(jnp.uint16) if jnp.issubdtype(dtype, jnp.floating) and (
-      dtype.itemsize == 2) else dtype
-
-
-def _bitcast(x, dtype):
-  """x's bits as dtype (values to pool entries and back; the same dtype: x itself)."""
-  return x if x.dtype == dtype else jax.lax.bitcast_convert_type(x, dtype)
-
-
 def init_pool(config, num_blocks, block_size):
   """An all-zero block pool of num_blocks pages."""
   shape = (config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim)
-  dtype = _bits_dtype(config.compute_jnp_dtype)
+  dtype = kv_cache.bits_dtype(config.compute_jnp_dtype)
   return {"key": jnp.zeros(shape, dtype), "value": jnp.zeros(shape, dtype)}
 
 
@@ -166,8 +155,9 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
   num_rows, num_pages = pages.shape
   cache = {"length": prefix_lengths}
   for name in ("key", "value"):
-    gathered = _bitcast(jnp.take(pool[name], pages, axis=1, mode="fill", fill_value=0),
-                           config.compute_jnp_dtype)  # [L, P, S/Z, Z, K, H]
+    gathered = kv_cache.from_bits(jnp.take(pool[name], pages, axis=1, mode="fill",
+                                           fill_value=0),
+                                  config.compute_jnp_dtype)  # [L, P, S/Z, Z, K, H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
   cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk)
@@ -176,7 +166,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     leaf = cache[name]  # [L, P, S, K, H]
     blocks = leaf.reshape(leaf.shape[0], num_rows * num_pages, -1, *leaf.shape[3:])
     saved[name] = pool[name].at[:, save_pages.reshape(-1)].set(
-        _bitcast(blocks.astype(config.compute_jnp_dtype), pool[name].dtype), mode="drop")
+        kv_cache.as_bits(blocks.astype(config.compute_jnp_dtype)), mode="drop")
   return cache, saved
 
 
@@ -188,9 +178,10 @@ def save_blocks(pool, cache, rows, blocks, pages, unrolled):
   """
   size = pool["key"].shape[2]
   new = {}
-  if unrolled:
+  if unrolled:  # gathers on 16-bit floats' bits (kv_cache.as_bits), as below
     keys, values = [], []
     for key, value in zip(cache["key"], cache["value"]):  # [B, K, H, S] and [B, K, S, H]
+      key, value = kv_cache.as_bits(key), kv_cache.as_bits(value)
       key = key.reshape(*key.shape[:3], -1, size)[rows, :, :, blocks]  # [M, K, H, Z]
       value = value.reshape(value.shape[0], value.shape[1], -1, size,
                             value.shape[3])[rows, :, blocks]  # [M, K, Z, H]
@@ -199,10 +190,10 @@ def save_blocks(pool, cache, rows, blocks, pages, unrolled):
     new = {"key": jnp.stack(keys), "value": jnp.stack(values)}
   else:
     for name in ("key", "value"):
-      leaf = cache[name]  # [L, B, S, K, H]
+      leaf = kv_cache.as_bits(cache[name])  # [L, B, S, K, H]
       leaf = leaf.reshape(leaf.shape[0], leaf.shape[1], -1, size, *leaf.shape[3:])
       new[name] = leaf[:, rows, blocks]  # [L, M, Z, K, H]
-  return {name: pool[name].at[:, pages].set(_bitcast(new[name], pool[name].dtype), mode="drop")
+  return {name: pool[name].at[:, pages].set(kv_cache.as_bits(new[name]), mode="drop")
           for name in ("key", "value")}
 
 
@@ -219,21 +210,26 @@ def insert(slots, prefilled, new, unrolled):
   target, rows = new["slot"], new["row"]
   length = prefilled["key"].shape[2] if "key" in prefilled else 0
   cache = dict(slots["cache"])
-  if unrolled:
-    keys, values = decode_step.from_stacked(prefilled["key"][:, rows],
-                                            prefilled["value"][:, rows])
-    cache["key"] = tuple(old.at[target, :, :, :length].set(new_keys, mode="drop")
-                         for old, new_keys in zip(cache["key"], keys))
-    cache["value"] = tuple(old.at[target, :, :length].set(new_values, mode="drop")
-                           for old, new_values in zip(cache["value"], values))
+  if unrolled:  # row gathers and slot scatters on 16-bit floats' bits (kv_cache.as_bits)
+    bits = kv_cache.as_bits
+    keys, values = decode_step.from_stacked(bits(prefilled["key"])[:, rows],
+                                            bits(prefilled["value"])[:, rows])
+    cache["key"] = tuple(
+        kv_cache.from_bits(bits(old).at[target, :, :, :length].set(new_keys, mode="drop"),
+                           old.dtype) for old, new_keys in zip(cache["key"], keys))
+    cache["value"] = tuple(
+        kv_cache.from_bits(bits(old).at[target, :, :length].set(new_values, mode="drop"),
+                           old.dtype) for old, new_values in zip(cache["value"], values))
   else:
     for name, leaf in prefilled.items():
       if name == "length":
         continue
+      old, leaf = cache[name], kv_cache.as_bits(leaf)[:, rows]
       if name in ("key", "value"):
-        cache[name] = cache[name].at[:, target, :length].set(leaf[:, rows], mode="drop")
+        new_leaf = kv_cache.as_bits(old).at[:, target, :length].set(leaf, mode="drop")
       else:
-        cache[name] = cache[name].at[:, target].set(leaf[:, rows], mode="drop")
+        new_leaf = kv_cache.as_bits(old).at[:, target].set(leaf, mode="drop")
+      cache[name] = kv_cache.from_bits(new_leaf, old.dtype)
   cache["length"] = cache["length"].at[target].set(prefilled["length"][rows], mode="drop")
   slots = dict(slots, cache=cache, step=slots["step"].at[target].set(0, mode="drop"))
   for name in _SLOT_FIELDS:

@@ -527,15 +527,15 @@ class Engine:
         self._ensure_pool()
       for batch_size in sizes:
         self._slot_samples = [None] * batch_size
-        layers = (self._prepared_layers(params, transposed=batch_size > 1) if self.unrolled
-                  else None)
+        transposed = decode_step.transposed_for(self.config, batch_size)
+        layers = (self._prepared_layers(params, transposed) if self.unrolled else None)
         rows = sorted({self._prefill_rows(n) for n in range(1, batch_size + 1)})
         for cache_length in lengths:
           slots = self._call(self._functions.init, batch_size, cache_length)
           slots, _, _ = self._call(
               self._functions.decode, params, layers, slots,
               np.zeros((batch_size,), bool), np.int32(self.steps_per_call), np.bool_(False),
-              batch_size > 1)
+              transposed)
           for num_rows in rows:
             prefilled = self._warm_prefill(params, num_rows, cache_length)
             slots = self._call(self._functions.insert, slots, prefilled,
@@ -708,8 +708,8 @@ class Engine:
     if admitted:
       self._admit(params, admitted)
     batch_size = len(self._slot_samples)
-    layers = (self._prepared_layers(params, transposed=batch_size > 1) if self.unrolled
-              else None)
+    transposed = decode_step.transposed_for(self.config, batch_size)
+    layers = self._prepared_layers(params, transposed) if self.unrolled else None
     cancel = np.zeros((batch_size,), bool)
     cancel[sorted(self._to_cancel)] = True
     self._to_cancel.clear()
@@ -717,7 +717,7 @@ class Engine:
       waiting = bool(self._queue)
     self._slots, tokens, logprobs = self._call(
         self._functions.decode, params, layers, self._slots, cancel,
-        np.int32(self.steps_per_call), np.bool_(waiting), batch_size > 1)
+        np.int32(self.steps_per_call), np.bool_(waiting), transposed)
     waited = time.perf_counter()
     tokens, logprobs = jax.device_get((tokens, logprobs))
     with self._lock:  # the device's share of the round (async prefill work included)
@@ -736,9 +736,8 @@ class Engine:
   def _prepared_layers(self, params, transposed):
     """decode_step.split_layers(params), made once per params version and layout.
 
-    One-row batches use the [in, out] layout (XLA's matrix-vector product reads it fastest),
-    larger ones [out, in]; each is a copy of the layer weights that lives until the params
-    change.
+    The layout is decode_step.transposed_for the batch size and dtype; each is a copy of the
+    layer weights that lives until the params change.
     """
     cached = self._layers.get(transposed)
     if cached is None or cached[0] is not params:
