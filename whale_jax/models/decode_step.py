@@ -61,14 +61,14 @@ def transposed_for(config, batch_size):
 
   Every product takes its inputs in the compute dtype and accumulates in float32
   (preferred_element_type). In float32 a matrix-vector product (one row) reads [in, out] and a
-  product with a few rows reads [out, in] fastest (up to 1.7x at batch 32, ~100M shapes). For
-  16-bit floats it is the other way round, by far more: XLA hands a bfloat16 product with
-  float32 accumulation and an [in, out] right side to its matmul library (AMX where the CPU
-  has it), 4-8x faster than float32 at batch 4-64 on such a host, and the [out, in] side to a
-  slow loop; with one row [out, in] is 12x faster (bench/decode_bound.py, docs/benchmarks.md).
+  product with a few rows reads [out, in] fastest (up to 1.7x at batch 32, ~100M shapes). A
+  16-bit float product goes to XLA's matmul library (AMX where the CPU has it) only with an
+  [in, out] right side, 4-8x faster than float32 at batch 4-64 on such a host; an [out, in]
+  one makes XLA convert the weights to float32 (docs/benchmarks.md).
   """
-  rows_form = batch_size > 1
-  return rows_form if jnp.dtype(config.compute_jnp_dtype).itemsize == 4 else not rows_form
+  if jnp.dtype(config.compute_jnp_dtype).itemsize != 4:
+    return False
+  return batch_size > 1
 
 
 def split_layers(params, config, transposed=False):
