@@ -168,7 +168,7 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   lengths = cache["length"]
   sin, cos = rope.sin_cos(config, lengths[:, None])  # [B, 1, H] each
   valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
-  x = decoder.embed(params, config, tokens[:, None], inference=True)[:, 0]  # [B, D]
+  x = decoder.embed(params, config, tokens[:, None], bits=True)[:, 0]  # [B, D] (CPU only)
 
   def matmul(x, weight):  # 2-D products on the stored layout: XLA copies no weight
     return products.matmul(x, weight.T if transposed else weight)

@@ -128,14 +128,14 @@ def _cast(params, config):
   return jax.tree.map(lambda p: p.astype(dtype) if p.dtype != dtype else p, params)
 
 
-def embed(params, config, tokens, inference=False):
+def embed(params, config, tokens, bits=False):
   """tokens [B, T] -> [B, T, D] in the compute dtype.
 
-  inference: not differentiated; a 16-bit embedding is gathered as its bits
-  (kv_cache.as_bits: XLA's CPU gather would convert the whole table to float32 first).
+  bits: gather a 16-bit embedding as its bits (kv_cache.as_bits: XLA's CPU gather would
+  convert the whole table to float32 first); not differentiable.
   """
   embedding = params["embedding"]
-  if inference:
+  if bits:
     rows = kv_cache.from_bits(jnp.take(kv_cache.as_bits(embedding), tokens, axis=0),
                               embedding.dtype)
   else:
@@ -202,13 +202,13 @@ def forward(params, config, tokens, positions=None, attention_mask=None, segment
   return unembed(_cast(params, config), config, x)
 
 
-def forward_with_cache(params, config, tokens, cache, positions=None, num_new_tokens=None):
+def forward_with_cache(params, config, tokens, cache, positions=None, num_new_tokens=None,
+                       bits=False):
   """Runs tokens through the model against a KV cache: a prefill or one or more decode steps.
 
   Row b's T new tokens are written to cache slots cache["length"][b] + t and attend to all
   slots up to their own. Writes past the cache's capacity are dropped: callers size the cache.
-  An inference path (prefill, decoding): not differentiable in 16-bit floats (weights and
-  cache move as their bits, kv_cache.as_bits).
+  An inference path (prefill, decoding), never differentiated.
 
   Args:
     tokens: [B, T] int; with right padding when rows have different numbers of new tokens.
@@ -218,6 +218,10 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
       cache length advances by this much, so padding is overwritten by the next call. In
       hybrid models padding also leaves each row's recurrent state and convolution window as
       they were after its last real token.
+    bits: static; move 16-bit float weights, cache and embedding rows through the layer scan
+      as their bits (kv_cache.as_bits). For XLA's CPU compiler, which otherwise runs their
+      dynamic-slices, gathers and scatters in float32 over whole buffers; elsewhere (TPU) a
+      bitcast may be a copy, so the default is off. Not differentiable when on.
   Returns:
     (logits [B, T, V] float32, updated cache)
   """
@@ -236,11 +240,12 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
     return unembed(params, config, x), new_cache
   mask = attention.CausalMask(query_index, cache["key"].shape[2])
   params = _cast(params, config)
-  x = embed(params, config, tokens, inference=True)
-  # The layer scan slices the stacked weights and writes the stacked cache: 16-bit floats
-  # travel as their bits through it (kv_cache.as_bits), as XLA's CPU compiler would otherwise
-  # convert both stacks to float32 and back around the loop.
+  x = embed(params, config, tokens, bits=bits)
+  # The layer scan slices the stacked weights and writes the stacked cache: with bits, 16-bit
+  # floats travel as their bits through it, as XLA's CPU compiler would otherwise convert both
+  # stacks to float32 and back around the loop.
   dtype, cache_dtype = config.compute_jnp_dtype, cache["key"].dtype
+  as_bits = kv_cache.as_bits if bits else (lambda x: x)
 
   def body(carry, inputs):
     x, keys, values = carry
@@ -249,8 +254,8 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
 
     def kv_writer(key, value):
       new_keys, new_values, layer_keys, layer_values = kv_cache.write_layer(
-          keys, values, layer, query_index, kv_cache.as_bits(key.astype(cache_dtype)),
-          kv_cache.as_bits(value.astype(cache_dtype)))
+          keys, values, layer, query_index, as_bits(key.astype(cache_dtype)),
+          as_bits(value.astype(cache_dtype)))
       return (kv_cache.from_bits(layer_keys, cache_dtype),
               kv_cache.from_bits(layer_values, cache_dtype), (new_keys, new_values))
 
@@ -259,8 +264,8 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
 
   layers = jnp.arange(config.num_layers, dtype=jnp.int32)
   (x, keys, values), _ = jax.lax.scan(
-      body, (x, kv_cache.as_bits(cache["key"]), kv_cache.as_bits(cache["value"])),
-      (jax.tree.map(kv_cache.as_bits, params["layers"]), layers))
+      body, (x, as_bits(cache["key"]), as_bits(cache["value"])),
+      (jax.tree.map(as_bits, params["layers"]), layers))
   if num_new_tokens is None:
     num_new_tokens = jnp.full((batch_size,), length, jnp.int32)
   new_cache = {"key": kv_cache.from_bits(keys, cache_dtype),

@@ -82,21 +82,22 @@ def slots_logical_axes(config, unrolled):
           "top_p": ("batch",), "stop_ids": ("batch", None)}
 
 
-def prefill(params, config, tokens, lengths, chunk=64):
+def prefill(params, config, tokens, lengths, chunk=64, bits=False):
   """Stacked cache of P right-padded prompts, computed chunk tokens per row at a time.
 
   Args:
     tokens: [P, T] int32, row p's first lengths[p] tokens are real.
     lengths: [P] int32 (may be 0).
     chunk: static int (prefill_with_prefix's chunk: both compute a position alike).
+    bits: static, decoder.forward_with_cache's (on for XLA's CPU compiler).
   Returns:
     kv_cache tree with P rows of T positions, "length" included.
   """
   cache = kv_cache.init(config, tokens.shape[0], tokens.shape[1])
-  return _prefill_chunks(params, config, tokens, lengths, cache, chunk)
+  return _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits)
 
 
-def _prefill_chunks(params, config, tokens, lengths, cache, chunk):
+def _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits):
   """cache with row p's positions cache["length"][p] .. lengths[p] - 1 computed, chunk per
   row and loop step (as many steps as the longest rest needs: zero when nothing is to do)."""
   start = cache["length"]
@@ -108,7 +109,7 @@ def _prefill_chunks(params, config, tokens, lengths, cache, chunk):
     chunk_tokens = jnp.take_along_axis(tokens, jnp.minimum(index, tokens.shape[1] - 1), axis=1)
     count = jnp.clip(rest - step * chunk, 0, chunk)
     _, cache = decoder.forward_with_cache(params, config, chunk_tokens, cache,
-                                          num_new_tokens=count)
+                                          num_new_tokens=count, bits=bits)
     return cache
 
   return jax.lax.fori_loop(0, num_chunks, body, cache)
@@ -133,7 +134,7 @@ def grow_pool(pool, num_blocks):
 
 
 def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths,
-                        save_pages, chunk):
+                        save_pages, chunk, bits=False):
   """Stacked cache of P prompts whose first prefix_lengths[p] positions come from pool pages,
   and the pool with blocks of it saved.
 
@@ -149,6 +150,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     prefix_lengths: [P] int32, a multiple of the block size each, <= lengths.
     save_pages: [P, S // Z] int32, the page each full new block goes to (>= N: none).
     chunk: static int, tokens computed per row and loop step.
+    bits: static, as in prefill().
   Returns:
     (kv_cache tree with P rows of S positions, length = lengths; the pool)
   """
@@ -160,7 +162,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
                                   config.compute_jnp_dtype)  # [L, P, S/Z, Z, K, H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
-  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk)
+  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits)
   saved = {}
   for name in ("key", "value"):
     leaf = cache[name]  # [L, P, S, K, H]
@@ -197,7 +199,7 @@ def save_blocks(pool, cache, rows, blocks, pages, unrolled):
           for name in ("key", "value")}
 
 
-def insert(slots, prefilled, new, unrolled):
+def insert(slots, prefilled, new, unrolled, bits=False):
   """Starts M samples in slots new["slot"] from rows new["row"] of a prefill.
 
   Args:
@@ -206,6 +208,8 @@ def insert(slots, prefilled, new, unrolled):
     new: {"slot": [M] (B or more = padding, ignored), "row": [M] prefill row, "token": [M]
       last prompt token, "rng": [M, 2], "remaining": [M] max tokens, "temperature",
       "top_k", "top_p": [M], "stop_ids": [M, E]}
+    bits: static; in the stacked layout, gather and scatter 16-bit leaves as their bits (for
+      XLA's CPU compiler; the unrolled layout, CPU only, always does).
   """
   target, rows = new["slot"], new["row"]
   length = prefilled["key"].shape[2] if "key" in prefilled else 0
@@ -221,14 +225,15 @@ def insert(slots, prefilled, new, unrolled):
         kv_cache.from_bits(bits(old).at[target, :, :length].set(new_values, mode="drop"),
                            old.dtype) for old, new_values in zip(cache["value"], values))
   else:
+    as_bits = kv_cache.as_bits if bits else (lambda x: x)
     for name, leaf in prefilled.items():
       if name == "length":
         continue
-      old, leaf = cache[name], kv_cache.as_bits(leaf)[:, rows]
+      old, leaf = cache[name], as_bits(leaf)[:, rows]
       if name in ("key", "value"):
-        new_leaf = kv_cache.as_bits(old).at[:, target, :length].set(leaf, mode="drop")
+        new_leaf = as_bits(old).at[:, target, :length].set(leaf, mode="drop")
       else:
-        new_leaf = kv_cache.as_bits(old).at[:, target].set(leaf, mode="drop")
+        new_leaf = as_bits(old).at[:, target].set(leaf, mode="drop")
       cache[name] = kv_cache.from_bits(new_leaf, old.dtype)
   cache["length"] = cache["length"].at[target].set(prefilled["length"][rows], mode="drop")
   slots = dict(slots, cache=cache, step=slots["step"].at[target].set(0, mode="drop"))

@@ -158,8 +158,10 @@ def _counted(name, function):
 
 @functools.lru_cache(maxsize=16)
 def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rules_items,
-                      block_size, prefill_chunk=PREFILL_CHUNK, device=None):
+                      block_size, prefill_chunk=PREFILL_CHUNK, device=None, bits=False):
   """The engine's jitted functions, shared by engines with the same settings (one compile).
+
+  bits: prefills and inserts move 16-bit floats as their bits (decode.prefill; on for CPU).
 
   Without a mesh, state outputs are committed to `device`, so that a function's inputs are
   alike however they were made (JAX compiles again for committed vs uncommitted inputs,
@@ -174,11 +176,11 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
     pool_shardings = rules_lib.shardings(decode.pool_logical_axes(), mesh, dict(rules_items))
 
   def prefill_call(params, tokens, lengths):
-    return decode.prefill(params, config, tokens, lengths, prefill_chunk)
+    return decode.prefill(params, config, tokens, lengths, prefill_chunk, bits)
 
   def prefill_prefix_call(params, tokens, lengths, pool, pages, prefix_lengths, save_pages):
     return decode.prefill_with_prefix(params, config, tokens, lengths, pool, pages,
-                                      prefix_lengths, save_pages, prefill_chunk)
+                                      prefix_lengths, save_pages, prefill_chunk, bits)
 
   def decode_call(params, layers, slots, cancel, num_steps, stop_early, transposed):
     return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
@@ -201,7 +203,8 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
       save_slots=jax.jit(_counted("save_blocks", functools.partial(
           decode.save_blocks, unrolled=unrolled)), donate_argnums=0,
                          out_shardings=pool_shardings),
-      insert=jax.jit(_counted("insert", functools.partial(decode.insert, unrolled=unrolled)),
+      insert=jax.jit(_counted("insert", functools.partial(decode.insert, unrolled=unrolled,
+                                                          bits=bits)),
                      donate_argnums=0, out_shardings=slot_shardings),
       decode=jax.jit(_counted("decode", decode_call), donate_argnums=2, static_argnums=6,
                      out_shardings=(slot_shardings, None, None)),
@@ -349,7 +352,8 @@ class Engine:
     self._functions = _jitted_functions(compiled_config, unrolled, steps_per_call,
                                         num_stop_ids, mesh, tuple(sorted(self.rules.items())),
                                         prefix_block_size,
-                                        device=None if mesh is not None else device)
+                                        device=None if mesh is not None else device,
+                                        bits=platform == "cpu")
 
   def _call(self, function, *args):
     """Calls a jitted function, counting its compilations (traces) for this engine."""
