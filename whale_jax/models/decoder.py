@@ -245,7 +245,7 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
   # floats travel as their bits through it, as XLA's CPU compiler would otherwise convert both
   # stacks to float32 and back around the loop.
   dtype, cache_dtype = config.compute_jnp_dtype, cache["key"].dtype
-  as_bits = kv_cache.as_bits if bits else (lambda x: x)
+  as_bits = functools.partial(kv_cache.as_bits, enabled=bits)
 
   def body(carry, inputs):
     x, keys, values = carry

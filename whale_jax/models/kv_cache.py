@@ -75,15 +75,18 @@ def bits_dtype(dtype):
       dtype.itemsize == 2) else dtype
 
 
-def as_bits(x):
-  """A 16-bit float array's bits as uint16; any other array as it is.
+def as_bits(x, enabled=True):
+  """A 16-bit float array's bits as uint16; any other array, or any with enabled False, as it
+  is.
 
   XLA's CPU compiler runs scatter, gather and dynamic-slice of a 16-bit float buffer in
   float32: it converts the whole buffer and back at each of them (for a prefill's stacked
   weights and cache, or a 1 GB prefix-cache pool, more than the products cost). On the bits
   they move two bytes an element in place. Not differentiable: inference paths only.
   """
-  return jax.lax.bitcast_convert_type(x, jnp.uint16) if bits_dtype(x.dtype) != x.dtype else x
+  if not enabled or bits_dtype(x.dtype) == x.dtype:
+    return x
+  return jax.lax.bitcast_convert_type(x, jnp.uint16)
 
 
 def from_bits(x, dtype):

@@ -31,7 +31,8 @@ size positions, stacked over layers like kv_cache), plus nothing else: a page ho
 KV and the host index (prefix_cache.py) knows which. In a 16-bit float compute dtype the pages
 hold the values' bits (uint16): XLA's CPU scatter converts a 16-bit float buffer to float32 and
 back in full at every write, which for a pool of a gigabyte costs more than the prefill. For
-the same reason every gather and scatter here moves 16-bit KV as its bits (kv_cache.as_bits).
+the same reason, with bits (on for CPU engines), the prefills, inserts and block saves here
+gather and scatter 16-bit KV as its bits (kv_cache.as_bits).
 prefill_with_prefix gathers a prompt's cached pages into its prefill cache, computes only the
 rest and writes its new full blocks to pages in the same call; save_blocks copies blocks out of
 decode slots into pages. Pages are replicated over batch shards and split over key/value heads
@@ -39,6 +40,8 @@ like the slot cache (pool_logical_axes).
 
 The engine jits these functions; none of them knows about requests, threads or text.
 """
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -172,18 +175,18 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
   return cache, saved
 
 
-def save_blocks(pool, cache, rows, blocks, pages, unrolled):
+def save_blocks(pool, cache, rows, blocks, pages, unrolled, bits=False):
   """Copies block blocks[m] of cache row rows[m] into pool page pages[m] (>= N: skipped).
 
   cache is a prefill cache (stacked) or the decode slots' cache (unrolled or stacked), whose
-  length is a multiple of the block size.
+  length is a multiple of the block size. bits: gather 16-bit KV as its bits (insert's).
   """
   size = pool["key"].shape[2]
   new = {}
-  if unrolled:  # gathers on 16-bit floats' bits (kv_cache.as_bits), as below
+  if unrolled:
     keys, values = [], []
     for key, value in zip(cache["key"], cache["value"]):  # [B, K, H, S] and [B, K, S, H]
-      key, value = kv_cache.as_bits(key), kv_cache.as_bits(value)
+      key, value = kv_cache.as_bits(key, bits), kv_cache.as_bits(value, bits)
       key = key.reshape(*key.shape[:3], -1, size)[rows, :, :, blocks]  # [M, K, H, Z]
       value = value.reshape(value.shape[0], value.shape[1], -1, size,
                             value.shape[3])[rows, :, blocks]  # [M, K, Z, H]
@@ -192,7 +195,7 @@ def save_blocks(pool, cache, rows, blocks, pages, unrolled):
     new = {"key": jnp.stack(keys), "value": jnp.stack(values)}
   else:
     for name in ("key", "value"):
-      leaf = kv_cache.as_bits(cache[name])  # [L, B, S, K, H]
+      leaf = kv_cache.as_bits(cache[name], bits)  # [L, B, S, K, H]
       leaf = leaf.reshape(leaf.shape[0], leaf.shape[1], -1, size, *leaf.shape[3:])
       new[name] = leaf[:, rows, blocks]  # [L, M, Z, K, H]
   return {name: pool[name].at[:, pages].set(kv_cache.as_bits(new[name]), mode="drop")
@@ -208,24 +211,22 @@ def insert(slots, prefilled, new, unrolled, bits=False):
     new: {"slot": [M] (B or more = padding, ignored), "row": [M] prefill row, "token": [M]
       last prompt token, "rng": [M, 2], "remaining": [M] max tokens, "temperature",
       "top_k", "top_p": [M], "stop_ids": [M, E]}
-    bits: static; in the stacked layout, gather and scatter 16-bit leaves as their bits (for
-      XLA's CPU compiler; the unrolled layout, CPU only, always does).
+    bits: static; gather and scatter 16-bit leaves as their bits (for XLA's CPU compiler).
   """
   target, rows = new["slot"], new["row"]
   length = prefilled["key"].shape[2] if "key" in prefilled else 0
   cache = dict(slots["cache"])
-  if unrolled:  # row gathers and slot scatters on 16-bit floats' bits (kv_cache.as_bits)
-    bits = kv_cache.as_bits
-    keys, values = decode_step.from_stacked(bits(prefilled["key"])[:, rows],
-                                            bits(prefilled["value"])[:, rows])
+  as_bits = functools.partial(kv_cache.as_bits, enabled=bits)
+  if unrolled:
+    keys, values = decode_step.from_stacked(as_bits(prefilled["key"])[:, rows],
+                                            as_bits(prefilled["value"])[:, rows])
     cache["key"] = tuple(
-        kv_cache.from_bits(bits(old).at[target, :, :, :length].set(new_keys, mode="drop"),
+        kv_cache.from_bits(as_bits(old).at[target, :, :, :length].set(new_keys, mode="drop"),
                            old.dtype) for old, new_keys in zip(cache["key"], keys))
     cache["value"] = tuple(
-        kv_cache.from_bits(bits(old).at[target, :, :length].set(new_values, mode="drop"),
+        kv_cache.from_bits(as_bits(old).at[target, :, :length].set(new_values, mode="drop"),
                            old.dtype) for old, new_values in zip(cache["value"], values))
   else:
-    as_bits = kv_cache.as_bits if bits else (lambda x: x)
     for name, leaf in prefilled.items():
       if name == "length":
         continue

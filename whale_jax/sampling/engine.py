@@ -161,7 +161,8 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
                       block_size, prefill_chunk=PREFILL_CHUNK, device=None, bits=False):
   """The engine's jitted functions, shared by engines with the same settings (one compile).
 
-  bits: prefills and inserts move 16-bit floats as their bits (decode.prefill; on for CPU).
+  bits: prefills, inserts and block saves move 16-bit floats as their bits (decode.prefill;
+  on for CPU).
 
   Without a mesh, state outputs are committed to `device`, so that a function's inputs are
   alike however they were made (JAX compiles again for committed vs uncommitted inputs,
@@ -201,7 +202,7 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
       grow_pool=jax.jit(_counted("grow_pool", decode.grow_pool), static_argnums=1,
                         donate_argnums=0, out_shardings=pool_shardings),
       save_slots=jax.jit(_counted("save_blocks", functools.partial(
-          decode.save_blocks, unrolled=unrolled)), donate_argnums=0,
+          decode.save_blocks, unrolled=unrolled, bits=bits)), donate_argnums=0,
                          out_shardings=pool_shardings),
       insert=jax.jit(_counted("insert", functools.partial(decode.insert, unrolled=unrolled,
                                                           bits=bits)),
