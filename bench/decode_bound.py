@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from whale_jax.models import ModelConfig  # pylint: disable=wrong-import-position
 from whale_jax.models import decode_step  # pylint: disable=wrong-import-position
 from whale_jax.models import decoder  # pylint: disable=wrong-import-position
+from whale_jax.models import products  # pylint: disable=wrong-import-position
 from whale_jax.sampling import Sampler  # pylint: disable=wrong-import-position
 from whale_jax.sampling import SamplingParams  # pylint: disable=wrong-import-position
 
@@ -89,12 +90,10 @@ def products_loop(config, split, batch_size, num_steps, transposed):
         for name in _PROJECTIONS:
           weight = layer[name]
           inputs = (bases[weight.shape[1 if transposed else 0]] * scale).astype(dtype)
-          out = jnp.dot(inputs, weight.T if transposed else weight,
-                        preferred_element_type=jnp.float32).astype(dtype)
+          out = products.matmul(inputs, weight, transposed)
           scale = 1.0 + 1e-3 * jnp.mean(out.astype(jnp.float32), axis=1, keepdims=True)
-      logits = jnp.dot((bases[config.embed_dim] * scale).astype(dtype),
-                       unembedding.T if transposed else unembedding,
-                       preferred_element_type=jnp.float32)
+      logits = products.matmul((bases[config.embed_dim] * scale).astype(dtype), unembedding,
+                               transposed, out_dtype=jnp.float32)
       return 1.0 + 1e-3 * jnp.mean(logits.astype(jnp.float32), axis=1, keepdims=True)
 
     return jax.lax.fori_loop(0, num_steps, step, scale)

@@ -60,14 +60,13 @@ def transposed_for(config, batch_size):
   """The weight layout step() runs fastest with on XLA's CPU: True for [out, in].
 
   Every product takes its inputs in the compute dtype and accumulates in float32
-  (preferred_element_type). In float32 a matrix-vector product (one row) reads [in, out] and a
-  product with a few rows reads [out, in] fastest (up to 1.7x at batch 32, ~100M shapes). A
-  16-bit float product goes to XLA's matmul library (AMX where the CPU has it) only with an
-  [in, out] right side, 4-8x faster than float32 at batch 4-64 on such a host; an [out, in]
-  one makes XLA convert the weights to float32 (docs/benchmarks.md).
+  (preferred_element_type; products.matmul). A matrix-vector product (one row) reads [in, out]
+  fastest. With a few rows [out, in] is faster in either dtype: in float32 contracted on the
+  right (up to 1.7x at batch 32, ~100M shapes), in 16-bit floats as the left side of the
+  product, which XLA's matmul library (AMX where the CPU has it) reads without preparing a
+  copy of the weights at every call (1.7-2x at batch 8-64; docs/benchmarks.md).
   """
-  if jnp.dtype(config.compute_jnp_dtype).itemsize != 4:
-    return False
+  del config  # the same choice for both dtypes; products.matmul writes each its way
   return batch_size > 1
 
 
@@ -171,7 +170,7 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   x = decoder.embed(params, config, tokens[:, None], bits=True)[:, 0]  # [B, D] (CPU only)
 
   def matmul(x, weight):  # 2-D products on the stored layout: XLA copies no weight
-    return products.matmul(x, weight.T if transposed else weight)
+    return products.matmul(x, weight, transposed)
 
   qkv_splits = (num_heads * head_dim, (num_heads + num_kv_heads) * head_dim)  # qkv's columns
   new_keys, new_values = [], []
@@ -204,12 +203,10 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
     new_values.append(values)
   if advance is None:
     advance = jnp.ones((batch_size,), jnp.int32)
-  if layers["unembedding"] is None:
-    logits = decoder.unembed(params, config, x[:, None])[:, 0]
-  else:
-    x = normalization.rms_norm(x, params["final_norm"].astype(x.dtype), eps)
-    unembedding = layers["unembedding"]
-    logits = jnp.dot(x, unembedding.T if transposed else unembedding,
-                     preferred_element_type=jnp.float32)
+  unembedding = layers["unembedding"]
+  if unembedding is None:  # the params' own matrix is in the layout
+    unembedding = params["embedding"] if config.tie_embeddings else params["unembedding"]
+  x = normalization.rms_norm(x, params["final_norm"].astype(x.dtype), eps)
+  logits = products.matmul(x, unembedding, transposed, out_dtype=jnp.float32)
   return logits, {"key": tuple(new_keys), "value": tuple(new_values),
                   "length": lengths + advance.astype(jnp.int32)}
