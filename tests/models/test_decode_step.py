@@ -29,11 +29,13 @@ def _forward(params, config, tokens):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("tied", [False, True])
 @pytest.mark.parametrize("transposed", [False, True])
-def test_ragged_steps_equal_full_forward(transposed, tied, dtype):
+@pytest.mark.parametrize("prompt_lengths", [(2, 5, 3), (2, 5, 3, 1)])
+def test_ragged_steps_equal_full_forward(prompt_lengths, transposed, tied, dtype):
   """Rows prefilled to different lengths, then decoded one token at a time, in both weight
   layouts, with a tied or separate unembedding (split_layers copies it into the layout or
   leaves it to the params). The reference is the float32 full forward pass over the same
-  weights (rounded to dtype); in bfloat16 the step's activations and KV round to 8 bits."""
+  weights (rounded to dtype); in bfloat16 the step's activations and KV round to 8 bits.
+  An even batch in bfloat16 and [out, in] runs the step on columns (products.left)."""
   config = CONFIG.replace(tie_embeddings=tied)
   reference_params = _params(config)
   if dtype != "float32":
@@ -41,14 +43,15 @@ def test_ragged_steps_equal_full_forward(transposed, tied, dtype):
                                     reference_params)
   params = jax.tree.map(lambda p: p.astype(dtype), reference_params)
   low = config.replace(param_dtype=dtype, compute_dtype=dtype)
-  tokens = np.asarray(jax.random.randint(jax.random.key(2), (BATCH, LENGTH), 0, 61))
-  prompt_lengths = np.array([2, 5, 3], np.int32)
+  prompt_lengths = np.array(prompt_lengths, np.int32)
+  batch = len(prompt_lengths)
+  tokens = np.asarray(jax.random.randint(jax.random.key(2), (batch, LENGTH), 0, 61))
   prefill = np.where(np.arange(LENGTH)[None] < prompt_lengths[:, None], tokens, 0)
-  stacked = kv_cache.init(low, BATCH, LENGTH)
+  stacked = kv_cache.init(low, batch, LENGTH)
   _, stacked = jax.jit(decoder.forward_with_cache, static_argnums=1)(
       params, low, jnp.asarray(prefill[:, :5]), stacked,
       num_new_tokens=jnp.asarray(prompt_lengths))
-  cache = decode_step.init_cache(low, BATCH, CAPACITY)
+  cache = decode_step.init_cache(low, batch, CAPACITY)
   keys, values = decode_step.from_stacked(stacked["key"], stacked["value"])
   cache = {"key": tuple(c.at[:, :, :, :5].set(k[..., :5]) for c, k in zip(cache["key"], keys)),
            "value": tuple(c.at[:, :, :5].set(v[:, :, :5]) for c, v in zip(cache["value"], values)),
@@ -60,8 +63,8 @@ def test_ragged_steps_equal_full_forward(transposed, tied, dtype):
   tolerance = 1e-5 if dtype == "float32" else 0.1
   for offset in range(4):
     positions = prompt_lengths + offset
-    logits, cache = step(params, layers, jnp.asarray(tokens[np.arange(BATCH), positions]), cache)
-    np.testing.assert_allclose(logits, full[np.arange(BATCH), positions], atol=tolerance,
+    logits, cache = step(params, layers, jnp.asarray(tokens[np.arange(batch), positions]), cache)
+    np.testing.assert_allclose(logits, full[np.arange(batch), positions], atol=tolerance,
                                rtol=0)
   np.testing.assert_array_equal(cache["length"], prompt_lengths + 4)
 

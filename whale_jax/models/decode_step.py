@@ -169,14 +169,27 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
   x = decoder.embed(params, config, tokens[:, None], bits=True)[:, 0]  # [B, D] (CPU only)
 
-  def matmul(x, weight):  # 2-D products on the stored layout: XLA copies no weight
-    return products.matmul(x, weight, transposed)
+  # A 16-bit step in the [out, in] layout keeps the residual stream as columns [D, B]: every
+  # weight product is then W @ h (products.left) with no transposes but the two a layer needs
+  # around attention, which works on rows. Elsewhere rows [B, D] and products.matmul.
+  columns = transposed and x.dtype.itemsize == 2 and batch_size % 2 == 0
+  features = 0 if columns else -1  # the feature axis of x and of the products' outputs
+  if columns:
+    x = products.transpose(x)
+
+  def matmul(h, weight):  # 2-D products on the stored layout: XLA copies no weight
+    return products.left(weight, h) if columns else products.matmul(h, weight, transposed)
+
+  def norm(h, scale):
+    return normalization.rms_norm(h, scale, eps, axis=features)
 
   qkv_splits = (num_heads * head_dim, (num_heads + num_kv_heads) * head_dim)  # qkv's columns
   new_keys, new_values = [], []
   for weights, keys, values in zip(layers["layers"], cache["key"], cache["value"]):
-    h = normalization.rms_norm(x, weights["attention_norm"], eps)
-    query, key, value = jnp.split(matmul(h, weights["qkv"]), qkv_splits, axis=-1)
+    qkv = matmul(norm(x, weights["attention_norm"]), weights["qkv"])
+    if columns:
+      qkv = products.transpose(qkv)
+    query, key, value = jnp.split(qkv, qkv_splits, axis=-1)
     if config.qkv_bias:
       query += weights["query_bias"]
       key += weights["key_bias"]
@@ -191,14 +204,15 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
     key = rope.apply(key[:, None], sin, cos)[:, 0]
     keys = _write(keys, key, lengths, axis=3)  # keys [B, K, H, S]
     values = _write(values, value, lengths, axis=2)  # values [B, K, S, H]
-    encoded = _attend(query, keys, values, valid)  # [B, N, H]
-    x = x + matmul(encoded.reshape(batch_size, -1), weights["output"])
+    encoded = _attend(query, keys, values, valid).reshape(batch_size, -1)  # [B, N*H]
+    if columns:
+      encoded = products.transpose(encoded)
+    x = x + matmul(encoded, weights["output"])
     if config.output_bias:
-      x = x + weights["output_bias"]
-    h = normalization.rms_norm(x, weights["mlp_norm"], eps)
-    gate, up = jnp.split(matmul(h, weights["gate_up"]), 2, axis=-1)
-    gated = jax.nn.silu(gate) * up  # [B, F]
-    x = x + matmul(gated, weights["down"])
+      x = x + (weights["output_bias"][:, None] if columns else weights["output_bias"])
+    gate, up = jnp.split(matmul(norm(x, weights["mlp_norm"]), weights["gate_up"]), 2,
+                         axis=features)
+    x = x + matmul(jax.nn.silu(gate) * up, weights["down"])
     new_keys.append(keys)
     new_values.append(values)
   if advance is None:
@@ -206,7 +220,10 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   unembedding = layers["unembedding"]
   if unembedding is None:  # the params' own matrix is in the layout
     unembedding = params["embedding"] if config.tie_embeddings else params["unembedding"]
-  x = normalization.rms_norm(x, params["final_norm"].astype(x.dtype), eps)
-  logits = products.matmul(x, unembedding, transposed, out_dtype=jnp.float32)
+  x = norm(x, params["final_norm"].astype(x.dtype))
+  if columns:
+    logits = products.transpose(products.left(unembedding, x, out_dtype=jnp.float32))
+  else:
+    logits = products.matmul(x, unembedding, transposed, out_dtype=jnp.float32)
   return logits, {"key": tuple(new_keys), "value": tuple(new_values),
                   "length": lengths + advance.astype(jnp.int32)}

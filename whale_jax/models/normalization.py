@@ -7,11 +7,13 @@ import jax
 import jax.numpy as jnp
 
 
-def rms_norm(x, scale, eps):
-  """Normalizes the last axis of x by its root mean square, then multiplies by scale."""
+def rms_norm(x, scale, eps, axis=-1):
+  """Normalizes x's axis by its root mean square, then multiplies by scale (that axis' size)."""
   dtype = x.dtype
+  axis %= x.ndim
   x = x.astype(jnp.float32)
-  x = x * jax.lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + eps)
+  x = x * jax.lax.rsqrt(jnp.mean(jnp.square(x), axis=axis, keepdims=True) + eps)
+  scale = scale.reshape(scale.shape + (1,) * (x.ndim - 1 - axis))
   return scale.astype(dtype) * x.astype(dtype)
 
 

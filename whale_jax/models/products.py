@@ -38,12 +38,21 @@ def matmul(x, w, transposed=False, out_dtype=None):
     return jnp.dot(x, w, preferred_element_type=jnp.float32).astype(out_dtype)
   if x.dtype.itemsize == 2 and (x.shape[0] % 2 == 0 or (x.shape[1] % 2 == 0
                                                         and w.shape[0] % 2 == 0)):
-    columns = jnp.dot(w, _transpose(x), preferred_element_type=jnp.float32)  # [out, B]
-    return _transpose(columns.astype(out_dtype))
+    return transpose(left(w, transpose(x), out_dtype))
   return jnp.dot(x, w.T, preferred_element_type=jnp.float32).astype(out_dtype)
 
 
-def _transpose(x):
+def left(w, columns, out_dtype=None):
+  """w [out, in] @ columns [in, B], accumulated in float32, in out_dtype (default columns').
+
+  The weights-on-the-left form of matmul's 16-bit [out, in] product, for callers that keep
+  their activations as columns (decode_step's 16-bit step) and so need no transposes.
+  """
+  return jnp.dot(w.astype(columns.dtype), columns,
+                 preferred_element_type=jnp.float32).astype(out_dtype or columns.dtype)
+
+
+def transpose(x):
   """x.T for a 2-D x with an axis of even length, as an array of its own.
 
   XLA folds a plain transpose into the dot that reads or makes it (contracting the right
