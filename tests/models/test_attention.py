@@ -129,3 +129,23 @@ def test_splash_kernel_equals_dense_forward_and_gradient():
   for expected, actual in zip(jax.grad(loss(dense), argnums=(0, 1, 2))(query, key, value),
                               jax.grad(loss(splash), argnums=(0, 1, 2))(query, key, value)):
     np.testing.assert_allclose(actual, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("key_length", [LENGTH, 40])  # odd: plain transposes; even: split ones
+def test_inference_layout_matches_numpy(key_length, dtype):
+  """attend(inference=True) against the numpy loop on a causal mask over a longer cache
+  (queries at its end, padded keys past them): float32 (attend()'s own form) to rounding,
+  bfloat16 (the inference layout) to the dtype's precision (inputs rounded to it in both)."""
+  query, key, value = _inputs(2, key_length)
+  query, key, value = (np.asarray(jnp.asarray(x).astype(dtype).astype(jnp.float32))
+                       for x in (query, key, value))
+  offset = max(key_length - LENGTH - 2, 0)  # every query sees a key
+  query_index = offset + np.arange(LENGTH)[None].repeat(BATCH, 0)
+  allowed = np.arange(key_length)[None, None, :] <= query_index[:, :, None]
+  actual = jax.jit(attention.attend, static_argnums=4)(
+      *(jnp.asarray(x).astype(dtype) for x in (query, key, value)), jnp.asarray(allowed), True)
+  assert actual.dtype == jnp.dtype(dtype)
+  np.testing.assert_allclose(np.asarray(actual.astype(jnp.float32)),
+                             _reference(query, key, value, allowed),
+                             atol=1e-5 if dtype == "float32" else 2e-2)

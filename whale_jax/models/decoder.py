@@ -117,7 +117,7 @@ def _layer(config, params, x, positions, mask, kv_writer=None):
   state = None
   if inference:
     key, value, state = kv_writer(key, value)
-  encoded = attention.causal_attend(config, query, key, value, mask)
+  encoded = attention.causal_attend(config, query, key, value, mask, inference)
   x = x + attention.output(params["attention"], config, encoded, inference)
   h = normalization.rms_norm(x, params["mlp_norm"], config.rms_norm_eps)
   return x + _mlp(params["mlp"], h, inference), state
