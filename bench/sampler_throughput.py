@@ -135,13 +135,18 @@ def fixed_batches(name, model, config, params, limits, rows):
   with Sampler(config, params, max_slots=max(int(b) for b in FLAGS.batch_sizes),
                steps_per_call=new_tokens) as sampler:
     for batch_size in (int(b) for b in FLAGS.batch_sizes):
-      prompts = rng.integers(3, config.vocab_size, (batch_size, FLAGS.prompt_length)).tolist()
+
+      def fresh_prompts():  # new ones for every run: nothing for the prefix cache to reuse
+        return rng.integers(3, config.vocab_size, (batch_size, FLAGS.prompt_length)).tolist()
+
+      prompts = fresh_prompts()
       time_whale(sampler, prompts, new_tokens, seed=0)  # warm-up: compiles
       time_transformers(model, prompts, new_tokens)
       compiled = sampler.metrics()["compilations"]
       whale, reference = [], {int(t): [] for t in FLAGS.torch_threads}
       for repeat in range(FLAGS.repeats):
         for threads in reference:
+          prompts = fresh_prompts()  # the same for both libraries
           whale.append(time_whale(sampler, prompts, new_tokens, seed=len(whale) + 1))
           reference[threads].append(time_transformers(model, prompts, new_tokens, threads))
       best_threads = max(reference, key=lambda t: statistics.median(reference[t]))
