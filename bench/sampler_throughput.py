@@ -46,6 +46,9 @@ flags.DEFINE_integer("prompt_length", 64, "Prompt tokens.")
 flags.DEFINE_bool("agentic", True, "Also run the agentic pattern (small model).")
 flags.DEFINE_integer("agentic_episodes", 48, "Concurrent episodes of the agentic pattern.")
 flags.DEFINE_string("json_out", "", "Optional path for the results as JSON.")
+flags.DEFINE_float("pause", 1.0, "Seconds of idle before each timed fixed-batch run: torch's "
+                   "OpenMP workers keep spinning on the cores for a while after a generate, "
+                   "which otherwise slows the whale_jax run that follows.")
 flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"], "whale_jax's weight and "
                   "compute dtype; each row states it.")
 flags.DEFINE_enum("transformers_dtype", "float32", ["float32", "bfloat16"], "transformers' "
@@ -147,7 +150,9 @@ def fixed_batches(name, model, config, params, limits, rows):
       for repeat in range(FLAGS.repeats):
         for threads in reference:
           prompts = fresh_prompts()  # the same for both libraries
+          time.sleep(FLAGS.pause)
           whale.append(time_whale(sampler, prompts, new_tokens, seed=len(whale) + 1))
+          time.sleep(FLAGS.pause)
           reference[threads].append(time_transformers(model, prompts, new_tokens, threads))
       best_threads = max(reference, key=lambda t: statistics.median(reference[t]))
       whale_rate = statistics.median(whale)
