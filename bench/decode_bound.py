@@ -73,19 +73,19 @@ def _median_seconds(function):
 def products_loop(config, split, batch_size, num_steps, transposed):
   """A jitted function running num_steps steps of the decode step's weight products only.
 
-  Each product's input is a fixed [B, in] array scaled by the mean of the previous product's
-  whole output, so every product depends on the one before and none can be cut short.
+  Each product's input is a fixed random [B, in] array (an argument: a constant of ones would
+  let XLA rewrite the product) scaled by the mean of the previous product's whole output, so
+  every product depends on the one before and none can be cut short.
   """
   widths = {split["layers"][0][name].shape[1 if transposed else 0] for name in _PROJECTIONS}
   widths.add(config.embed_dim)
   dtype = config.compute_jnp_dtype
 
   @jax.jit
-  def run(weights, scale):
+  def run(weights, bases, scale):
     layers, unembedding = weights  # unembedding [V, D] when transposed, else [D, V]
 
     def step(_, scale):
-      bases = {width: jnp.ones((batch_size, width), jnp.float32) for width in widths}
       for layer in layers:
         for name in _PROJECTIONS:
           weight = layer[name]
@@ -102,22 +102,28 @@ def products_loop(config, split, batch_size, num_steps, transposed):
   # program, which XLA's CPU matmul library prepares once at compile time (~100M bfloat16:
   # 17 ms a step as constants against 27 ms as arguments).
   weights = (split["layers"], split["unembedding"])
-  return lambda: run(weights, jnp.ones((batch_size, 1), jnp.float32)).block_until_ready()
+  keys = jax.random.split(jax.random.key(0), len(widths))
+  bases = {width: jax.random.normal(key, (batch_size, width))
+           for key, width in zip(keys, sorted(widths))}
+  return lambda: run(weights, bases, jnp.ones((batch_size, 1), jnp.float32)).block_until_ready()
 
 
 def measure(name):
   config = ModelConfig(**SHAPES[name], param_dtype=FLAGS.dtype, compute_dtype=FLAGS.dtype)
   params = decoder.init_params(config, jax.random.PRNGKey(0))
   rng = np.random.default_rng(0)
-  prompts = rng.integers(3, config.vocab_size,
-                         (FLAGS.batch_size, FLAGS.prompt_length)).tolist()
+
+  def fresh_prompts():  # new ones for every call: nothing for the prefix cache to reuse
+    return rng.integers(3, config.vocab_size, (FLAGS.batch_size, FLAGS.prompt_length)).tolist()
+
   seconds = {}
   with Sampler(config, params, max_slots=FLAGS.batch_size,
                steps_per_call=FLAGS.new_tokens) as sampler:
     for label, max_tokens in (("generate", FLAGS.new_tokens), ("prefill", 1)):
       sampling = SamplingParams(max_tokens=max_tokens, temperature=1.0, top_p=1.0, top_k=0,
                                 seed=0, ignore_eos=True)
-      seconds[label] = _median_seconds(lambda s=sampling: sampler.generate(prompts, s))
+      seconds[label] = _median_seconds(
+          lambda s=sampling: sampler.generate(fresh_prompts(), s))
   transposed = decode_step.transposed_for(config, FLAGS.batch_size)  # as the engine picks
   split = decode_step.split_layers(params, config, transposed)
   if split["unembedding"] is None:  # the params' own layout: the tied embedding [V, D]
