@@ -92,12 +92,54 @@ def test_a_row_draws_the_same_token_whatever_the_other_rows():
     assert int(alone[0]) == int(batched[row])
 
 
-def test_inverse_cdf_never_returns_a_zero_weight_token():
+def test_columns_draw_the_rows_tokens():
+  """Logits as columns [V, B] (vocab_axis=0, the 16-bit decode step's layout) give each row
+  the token rows [B, V] give, for greedy, plain, top-k and top-p rows alike, and the
+  full-vocabulary log-softmax of numpy."""
+  rng = np.random.default_rng(2)
+  logits = rng.normal(size=(8, 1000)).astype(np.float32) * 2
+  rngs = np.stack([categorical.sample_rng(3, key, 1) for key in range(8)])
+  steps = np.arange(8, dtype=np.int32) * 5
+  temperature = np.array([1.0, 0.7, 0.0, 1.0, 1.2, 0.9, 1.0, 0.5], np.float32)
+  top_k = np.array([0, 5, 0, 0, 50, 0, 1, 3], np.int32)
+  top_p = np.array([1.0, 1.0, 1.0, 0.9, 1.0, 0.5, 1.0, 0.8], np.float32)
+  tokens, logprobs = _sample(logits, rngs, steps, temperature, top_k, top_p)
+  columns = jax.jit(categorical.sample, static_argnames="vocab_axis")(
+      logits.T, rngs, steps, temperature, top_k, top_p, vocab_axis=0)
+  np.testing.assert_array_equal(columns[0], tokens)
+  np.testing.assert_array_equal(columns[0][2], logits[2].argmax())
+  scaled = logits.astype(np.float64) / np.where(temperature > 0, temperature, 1.0)[:, None]
+  log_softmax = scaled - scaled.max(-1, keepdims=True)
+  log_softmax -= np.log(np.exp(log_softmax).sum(-1, keepdims=True))
+  np.testing.assert_allclose(columns[1], log_softmax[np.arange(8), tokens], atol=1e-5, rtol=0)
+  np.testing.assert_allclose(columns[1], logprobs, atol=1e-6, rtol=0)
+
+
+def test_columns_frequencies_match_exact_truncated_distribution():
+  temperature, top_k, top_p = 0.8, 5, 0.9
+  rows = np.broadcast_to(LOGITS, (NUM_DRAWS, len(LOGITS)))
+  rng = categorical.sample_rng(1, 0, 0)
+  tokens, _ = jax.jit(categorical.sample, static_argnames="vocab_axis")(
+      jnp.asarray(rows.T), jnp.asarray(np.broadcast_to(rng, (NUM_DRAWS, 2))),
+      jnp.arange(NUM_DRAWS, dtype=jnp.int32), jnp.full((NUM_DRAWS,), temperature),
+      jnp.full((NUM_DRAWS,), top_k, jnp.int32), jnp.full((NUM_DRAWS,), top_p), vocab_axis=0)
+  expected = exact_distribution(LOGITS, temperature, top_k, top_p)
+  frequencies = np.bincount(np.asarray(tokens), minlength=len(LOGITS)) / NUM_DRAWS
+  np.testing.assert_array_equal(frequencies[expected == 0], 0.0)
+  tolerance = 5 * np.sqrt(expected * (1 - expected) / NUM_DRAWS) + 1e-12
+  assert np.all(np.abs(frequencies - expected) <= tolerance), (frequencies, expected)
+
+
+@pytest.mark.parametrize("vocab_axis", [-1, 0])
+def test_inverse_cdf_never_returns_a_zero_weight_token(vocab_axis):
   weights = np.zeros((4, 1000), np.float32)
   weights[:, 997] = 1.0  # the only token: in the last, partly padded block
   weights[1, 3] = 1e-30
   uniform = np.array([0.0, 0.999999, 0.5, 1 - 2**-24], np.float32)
-  tokens = np.asarray(jax.jit(categorical.inverse_cdf)(weights, uniform))
+  if vocab_axis == 0:
+    weights = weights.T
+  tokens = np.asarray(jax.jit(categorical.inverse_cdf, static_argnames="vocab_axis")(
+      weights, uniform, vocab_axis=vocab_axis))
   assert tokens[0] == 997 and tokens[2] == 997 and tokens[3] == 997
   assert tokens[1] in (3, 997)
 

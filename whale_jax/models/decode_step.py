@@ -146,20 +146,32 @@ def _write(buffer, new, lengths, axis):
   return buffer.at[index].set(new, mode="drop")
 
 
-def step(params, layers, config, tokens, cache, advance=None, transposed=False):
+def in_columns(config, batch_size, transposed):
+  """Whether step() keeps the residual stream as columns [D, B]: a 16-bit step of an even
+  batch in the [out, in] layout (every weight product is then W @ h, weights on the left)."""
+  return transposed and jnp.dtype(config.compute_jnp_dtype).itemsize == 2 and batch_size % 2 == 0
+
+
+def step(params, layers, config, tokens, cache, advance=None, transposed=False,
+         vocab_major=False):
   """Feeds one token per row and returns the next-token logits.
 
   Args:
     params: the full params tree (embedding, final norm, unembedding are read from it).
-    layers: split_layers(params, config, transposed).
+    layers: split_layers(params, config, transposed), to which a caller may add
+      "embedding_bits": decoder.inference_bits(params, config)["embedding"] (for a 16-bit
+      compute dtype), read in place of converting the whole embedding at each call.
     tokens: [B] int.
     cache: from init_cache(); row b's token goes to slot cache["length"][b] (dropped if that
       is past the cache's capacity).
     advance: [B] int, 1 where the row's length grows (default all); a row with 0 still
       computes but its slot is overwritten by its next real token.
     transposed: the layout of layers (static).
+    vocab_major: static; return the logits as [V, B]. A step in columns (in_columns) makes
+      them so, and a sampler that reads them that way (categorical.sample's vocab_axis=0)
+      saves the transpose; elsewhere they are transposed.
   Returns:
-    (logits [B, V] float32, updated cache)
+    (logits [B, V] float32 ([V, B] with vocab_major), updated cache)
   """
   batch_size = tokens.shape[0]
   num_heads, num_kv_heads, head_dim = config.num_heads, config.num_kv_heads, config.head_dim
@@ -167,12 +179,13 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
   lengths = cache["length"]
   sin, cos = rope.sin_cos(config, lengths[:, None])  # [B, 1, H] each
   valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
-  x = decoder.embed(params, config, tokens[:, None], bits=True)[:, 0]  # [B, D] (CPU only)
+  x = decoder.embed(params, config, tokens[:, None], bits=True,
+                    table_bits=layers.get("embedding_bits"))[:, 0]  # [B, D] (CPU only)
 
   # A 16-bit step in the [out, in] layout keeps the residual stream as columns [D, B]: every
   # weight product is then W @ h (products.left) with no transposes but the two a layer needs
   # around attention, which works on rows. Elsewhere rows [B, D] and products.matmul.
-  columns = transposed and x.dtype.itemsize == 2 and batch_size % 2 == 0
+  columns = in_columns(config, batch_size, transposed)
   features = 0 if columns else -1  # the feature axis of x and of the products' outputs
   if columns:
     x = products.transpose(x)
@@ -222,8 +235,12 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False):
     unembedding = params["embedding"] if config.tie_embeddings else params["unembedding"]
   x = norm(x, params["final_norm"].astype(x.dtype))
   if columns:
-    logits = products.transpose(products.left(unembedding, x, out_dtype=jnp.float32))
+    logits = products.left(unembedding, x, out_dtype=jnp.float32)  # [V, B]
+    if not vocab_major:
+      logits = products.transpose(logits)
   else:
     logits = products.matmul(x, unembedding, transposed, out_dtype=jnp.float32)
+    if vocab_major:  # behind a barrier: XLA would fold the transpose into the dot (products.py)
+      logits = jax.lax.optimization_barrier(logits).T
   return logits, {"key": tuple(new_keys), "value": tuple(new_values),
                   "length": lengths + advance.astype(jnp.int32)}

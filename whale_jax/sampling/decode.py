@@ -85,7 +85,7 @@ def slots_logical_axes(config, unrolled):
           "top_p": ("batch",), "stop_ids": ("batch", None)}
 
 
-def prefill(params, config, tokens, lengths, chunk=64, bits=False):
+def prefill(params, config, tokens, lengths, chunk=64, bits=False, weight_bits=None):
   """Stacked cache of P right-padded prompts, computed chunk tokens per row at a time.
 
   Args:
@@ -93,14 +93,15 @@ def prefill(params, config, tokens, lengths, chunk=64, bits=False):
     lengths: [P] int32 (may be 0).
     chunk: static int (prefill_with_prefix's chunk: both compute a position alike).
     bits: static, decoder.forward_with_cache's (on for XLA's CPU compiler).
+    weight_bits: optional, decoder.forward_with_cache's (decoder.inference_bits, made once).
   Returns:
     kv_cache tree with P rows of T positions, "length" included.
   """
   cache = kv_cache.init(config, tokens.shape[0], tokens.shape[1])
-  return _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits)
+  return _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits, weight_bits)
 
 
-def _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits):
+def _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits, weight_bits):
   """cache with row p's positions cache["length"][p] .. lengths[p] - 1 computed, chunk per
   row and loop step (as many steps as the longest rest needs: zero when nothing is to do)."""
   start = cache["length"]
@@ -112,7 +113,8 @@ def _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits):
     chunk_tokens = jnp.take_along_axis(tokens, jnp.minimum(index, tokens.shape[1] - 1), axis=1)
     count = jnp.clip(rest - step * chunk, 0, chunk)
     _, cache = decoder.forward_with_cache(params, config, chunk_tokens, cache,
-                                          num_new_tokens=count, bits=bits)
+                                          num_new_tokens=count, bits=bits,
+                                          weight_bits=weight_bits)
     return cache
 
   return jax.lax.fori_loop(0, num_chunks, body, cache)
@@ -137,7 +139,7 @@ def grow_pool(pool, num_blocks):
 
 
 def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths,
-                        save_pages, chunk, bits=False):
+                        save_pages, chunk, bits=False, weight_bits=None):
   """Stacked cache of P prompts whose first prefix_lengths[p] positions come from pool pages,
   and the pool with blocks of it saved.
 
@@ -153,7 +155,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     prefix_lengths: [P] int32, a multiple of the block size each, <= lengths.
     save_pages: [P, S // Z] int32, the page each full new block goes to (>= N: none).
     chunk: static int, tokens computed per row and loop step.
-    bits: static, as in prefill().
+    bits, weight_bits: as in prefill().
   Returns:
     (kv_cache tree with P rows of S positions, length = lengths; the pool)
   """
@@ -165,7 +167,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
                                   config.compute_jnp_dtype)  # [L, P, S/Z, Z, K, H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
-  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits)
+  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits, weight_bits)
   saved = {}
   for name in ("key", "value"):
     leaf = cache[name]  # [L, P, S, K, H]
@@ -278,19 +280,23 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
     finished_some = jnp.any(generating_at_start & ~generating)
     return (step < num_steps) & jnp.any(generating) & ~(stop_at_first_finish & finished_some)
 
+  # A step in columns makes the logits [V, B]; the sampler reads them so (categorical.py).
+  vocab_major = layers is not None and decode_step.in_columns(config, batch_size, transposed)
+
   def one_step(carry):
     step, slots, tokens, logprobs = carry
     generating = slots["remaining"] > 0
     advance = generating.astype(jnp.int32)
     if layers is not None:
       logits, cache = decode_step.step(params, layers, config, slots["token"], slots["cache"],
-                                       advance, transposed)
+                                       advance, transposed, vocab_major)
     else:
       logits, cache = decoder.forward_with_cache(params, config, slots["token"][:, None],
                                                  slots["cache"], num_new_tokens=advance)
       logits = logits[:, 0]
     token, logprob = categorical.sample(logits, slots["rng"], slots["step"],
-                                        slots["temperature"], slots["top_k"], slots["top_p"])
+                                        slots["temperature"], slots["top_k"], slots["top_p"],
+                                        vocab_axis=0 if vocab_major else -1)
     stops = jnp.any(token[:, None] == slots["stop_ids"], axis=-1) | (slots["remaining"] == 1)
     slots = dict(
         slots, cache=cache,

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from whale_jax.models import decode_step
+from whale_jax.models import decoder
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules as rules_lib
 from whale_jax.sampling import api
@@ -176,12 +177,14 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
                                          dict(rules_items))
     pool_shardings = rules_lib.shardings(decode.pool_logical_axes(), mesh, dict(rules_items))
 
-  def prefill_call(params, tokens, lengths):
-    return decode.prefill(params, config, tokens, lengths, prefill_chunk, bits)
+  def prefill_call(params, weight_bits, tokens, lengths):
+    return decode.prefill(params, config, tokens, lengths, prefill_chunk, bits, weight_bits)
 
-  def prefill_prefix_call(params, tokens, lengths, pool, pages, prefix_lengths, save_pages):
+  def prefill_prefix_call(params, weight_bits, tokens, lengths, pool, pages, prefix_lengths,
+                          save_pages):
     return decode.prefill_with_prefix(params, config, tokens, lengths, pool, pages,
-                                      prefix_lengths, save_pages, prefill_chunk, bits)
+                                      prefix_lengths, save_pages, prefill_chunk, bits,
+                                      weight_bits)
 
   def decode_call(params, layers, slots, cancel, num_steps, stop_early, transposed):
     return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
@@ -193,7 +196,7 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
                    static_argnums=(0, 1), out_shardings=slot_shardings),
       prefill=jax.jit(_counted("prefill", prefill_call),
                       out_shardings=pool_shardings if mesh is None else None),
-      prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call), donate_argnums=3,
+      prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call), donate_argnums=4,
                              out_shardings=(pool_shardings if mesh is None else None,
                                             pool_shardings)),
       init_pool=jax.jit(_counted("init_pool", functools.partial(
@@ -213,7 +216,9 @@ def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rule
                                                               unrolled=unrolled)),
                        static_argnums=2, out_shardings=slot_shardings),
       split_layers=jax.jit(_counted("split_layers", functools.partial(
-          decode_step.split_layers, config=config)), static_argnames="transposed"))
+          decode_step.split_layers, config=config)), static_argnames="transposed"),
+      inference_bits=jax.jit(_counted("inference_bits", functools.partial(
+          decoder.inference_bits, config=config))))
 
 
 def _on_device(params):
@@ -322,6 +327,11 @@ class Engine:
     self.unrolled = unrolled
     self._params = params
     self._layers = {}
+    # The embedding and layer weights as 16-bit bits, once per params version, where the
+    # jitted functions move 16-bit floats as bits (CPU) and the model has such weights.
+    self._bits_moves = (platform == "cpu" and not config.is_hybrid and
+                        jnp.dtype(config.compute_jnp_dtype).itemsize == 2)
+    self._weight_bits = None  # (params, decoder.inference_bits(params)) when _bits_moves
     self._lock = threading.Lock()
     self._wakeup = threading.Condition(self._lock)
     self._queue = collections.deque()
@@ -576,9 +586,11 @@ class Engine:
     tokens = np.zeros((num_rows, cache_length), np.int32)
     lengths = np.zeros((num_rows,), np.int32)
     if self._index is None:
-      return self._call(self._functions.prefill, params, tokens, lengths)
+      return self._call(self._functions.prefill, params, self._prepared_bits(params), tokens,
+                        lengths)
     nothing = np.full((num_rows, cache_length // self.prefix_block_size), _NO_PAGE, np.int32)
-    prefilled, self._pool = self._call(self._functions.prefill_prefix, params, tokens, lengths,
+    prefilled, self._pool = self._call(self._functions.prefill_prefix, params,
+                                       self._prepared_bits(params), tokens, lengths,
                                        self._pool, nothing, lengths, nothing)
     return prefilled
 
@@ -739,7 +751,8 @@ class Engine:
     return completed
 
   def _prepared_layers(self, params, transposed):
-    """decode_step.split_layers(params), made once per params version and layout.
+    """decode_step.split_layers(params), made once per params version and layout, with the
+    embedding's bits from _prepared_bits where there are such.
 
     The layout is decode_step.transposed_for the batch size and dtype; each is a copy of the
     layer weights that lives until the params change.
@@ -751,7 +764,21 @@ class Engine:
       cached = (params, self._call(functools.partial(self._functions.split_layers,
                                                      transposed=transposed), params))
       self._layers[transposed] = cached
-    return cached[1]
+    weight_bits = self._prepared_bits(params)
+    if weight_bits is None:
+      return cached[1]
+    return dict(cached[1], embedding_bits=weight_bits["embedding"])
+
+  def _prepared_bits(self, params):
+    """decoder.inference_bits(params), made once per params version (a copy of the embedding
+    and layer weights as 16-bit bits) where the prefills and decode steps move 16-bit floats as
+    bits; None elsewhere."""
+    if not self._bits_moves:
+      return None
+    if self._weight_bits is None or self._weight_bits[0] is not params:
+      self._weight_bits = None  # the older copy goes before the new one is made
+      self._weight_bits = (params, self._call(self._functions.inference_bits, params))
+    return self._weight_bits[1]
 
   def _fit_slots(self, active, new_samples):
     """Sizes the slot batch and cache for the active and new samples (relayout if needed).
@@ -882,11 +909,13 @@ class Engine:
         for block, page in self._index.insert(group_row.prompt[:-1], pinned):
           save_pages[row, block] = page
       self._ensure_pool()
-      prefilled, self._pool = self._call(self._functions.prefill_prefix, params, tokens,
+      prefilled, self._pool = self._call(self._functions.prefill_prefix, params,
+                                         self._prepared_bits(params), tokens,
                                          lengths + prefix, self._pool, pages, prefix,
                                          save_pages)
     else:
-      prefilled = self._call(self._functions.prefill, params, tokens, lengths)
+      prefilled = self._call(self._functions.prefill, params, self._prepared_bits(params),
+                             tokens, lengths)
     samples = [(row, s) for row, group_row in enumerate(group) for r in group_row.requests
                for s in r.samples]
     batch_size = len(self._slot_samples)
@@ -1024,6 +1053,7 @@ class Engine:
     requests = {id(s.request): s.request for s in self._slot_samples if s is not None}
     requests.update({id(r): r for r in admitted})
     self._slots, self._slot_samples, self._layers = None, [], {}
+    self._weight_bits = None
     self._to_cancel.clear()
     self._pool = None  # a failed call may have consumed the pool's donated buffers
     if self._index is not None:
