@@ -151,3 +151,14 @@ def test_step_writes_each_rows_key_and_value_at_its_length_only(dtype):
         np.testing.assert_allclose(got_values[row, :, lengths[row]], expected_value[row],
                                    atol=tolerance, rtol=tolerance)
   np.testing.assert_array_equal(after["length"], lengths + 1)
+
+
+@pytest.mark.parametrize("length", [1, 16, 48, 96, 7, 10])
+def test_tree_reduce_matches_numpy(length):
+  """The softmax's maximum and sum over the cache: halves and thirds for the sampler's cache
+  lengths (2^k, 3 * 2^k), a plain reduction for others (7; 10 halves once, then 5)."""
+  x = np.random.default_rng(length).normal(size=(2, 3, length)).astype(np.float32)
+  np.testing.assert_array_equal(decode_step._tree_reduce(x, jnp.maximum),
+                                x.max(-1, keepdims=True))
+  np.testing.assert_allclose(decode_step._tree_reduce(x, jnp.add), x.sum(-1, keepdims=True),
+                             rtol=1e-6, atol=1e-6)
