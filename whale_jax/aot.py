@@ -394,7 +394,8 @@ def sampler_program(setup, which, name=None):
     result.cache_bytes = sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
                              for x in jax.tree.leaves(cache)) // settings["batch_shards"]
     with rules_lib.activate(mesh, rules):
-      return _compile(result, functions.prefill, params, tokens, lengths,
+      # No weight bits: those are a CPU engine's (decoder.inference_bits), none on TPU/GPU.
+      return _compile(result, functions.prefill, params, None, tokens, lengths,
                       compile_it=setup.compile)
   slot_shardings = rules_lib.shardings(decode.slots_logical_axes(compiled_config, False), mesh,
                                        rules)
