@@ -36,7 +36,9 @@ Sections (configs/*.py hold complete examples):
             "" = the domain's in search/instructions/), name, seed.
             "cli_agent": a command run jailed in a copy of the archive view
             (search/cli_agent.py): command, wall_clock_seconds, max_cost_usd, endpoint
-            ((host, port) the agent may reach, or () for none), read_only_paths,
+            ((host, port) the agent may reach as plain TCP, or () for none), https_allow
+            ("host:port" pairs it may reach over HTTPS through the host's CONNECT proxy, e.g.
+            ("api.anthropic.com:443",); () = none), read_only_paths,
             pass_environment, environment, search_answers, instructions, name.
             The held-out splits' references are withheld from both; what was resolved
             (backend, budgets, search answers, the steering file's hash) is
@@ -336,7 +338,8 @@ def _build_agent(kind, search_section, policy, tokenizer, domain, recipe):
       read_only_paths=search_section.get("read_only_paths", ()),
       pass_environment=search_section.get("pass_environment", ()),
       environment=search_section.get("environment") or None,
-      endpoint=tuple(endpoint) if endpoint else None)
+      endpoint=tuple(endpoint) if endpoint else None,
+      https_allow=tuple(search_section.get("https_allow") or ()))
   return cli_agent.CliAgentProposer(
       search_section["command"], None, domain, None, runner=runner,
       wall_clock_seconds=search_section.get("wall_clock_seconds", 1800.0),

@@ -29,6 +29,7 @@ import difflib
 import os
 
 from whale_jax.algorithms import options
+from whale_jax.search import connect_proxy
 from whale_jax.search import edit_mechanisms
 from whale_jax.search import reward as reward_lib
 
@@ -218,6 +219,10 @@ def _check_agent_proposer(search, kind, key_path):
                        _type_ok(endpoint[1], int)):
     raise ConfigError(f"{key_path}.endpoint={endpoint!r} must be (host, port), e.g. "
                       "('127.0.0.1', 8000), or () for no network.")
+  try:
+    connect_proxy.parse_allow_list(search.get("https_allow") or ())
+  except ValueError as error:
+    raise ConfigError(f"{key_path}.https_allow: {error}; () keeps the proxy off.") from None
   for index, path in enumerate(search.get("read_only_paths", ())):
     _check_path(path, f"{key_path}.read_only_paths[{index}]", "a path the agent program needs")
 

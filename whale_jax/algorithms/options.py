@@ -32,7 +32,8 @@ AGENTIC_KEYS = {"proposer": str, "agent_backend": str, "base_url": str, "model":
                 "max_consecutive_failures": int, "sampling": dict, "agent_budgets": dict, "run_tool": bool,
                 "search_answers": str, "instructions": str, "name": str, "seed": int}
 CLI_AGENT_KEYS = {"proposer": str, "command": object, "wall_clock_seconds": float,
-                  "max_cost_usd": float, "endpoint": tuple, "read_only_paths": tuple,
+                  "max_cost_usd": float, "endpoint": tuple, "https_allow": tuple,
+                  "read_only_paths": tuple,
                   "pass_environment": tuple, "environment": dict, "search_answers": str,
                   "instructions": str, "name": str, "seed": int}
 # = search/agent_tools.AgentBudgets fields: minimum values (config.search.agent_budgets).

@@ -4,9 +4,7 @@
                               archive_dir, domain, instances=splits["harness"],
                               runner=BwrapRunner(read_only_paths=["/opt/claude"],
                                                  pass_environment=["ANTHROPIC_API_KEY"],
-                                                 environment={"ANTHROPIC_BASE_URL":
-                                                              "http://127.0.0.1:4000"},
-                                                 endpoint=("127.0.0.1", 4000)),
+                                                 https_allow=["api.anthropic.com:443"]),
                               wall_clock_seconds=1800, max_cost_usd=5.0)
   meta_harness.search(incoming, evaluate, proposer, archive_dir, ...)     # a drop-in proposer
 
@@ -22,13 +20,25 @@ runner. BwrapRunner confines it like harness episodes: new user, PID, network, I
 cgroup namespaces, an empty environment but for what is passed, a read-only /usr and Python,
 the working folder writable at /agent, a private /tmp, nothing else of the host (no data
 folders, no home, no archive directory, no reference answers), and the seccomp program of the
-harness sandbox (no sockets at all) unless an endpoint is configured. With endpoint=(host,
-port) the agent gets exactly one way out: 127.0.0.1:<port> inside the jail is relayed, through
-a Unix socket in a folder only the jail sees, to that host and port; the agent's network
-namespace has no other interface (ENDPOINT_ENVIRONMENT names the variable that tells it the
-address). The relay carries TCP as it is: the agent talks plain HTTP to 127.0.0.1, so an HTTPS
-service needs a gateway on the host in front of it (e.g. an LLM proxy on 127.0.0.1:4000, as
-above); a local model server (whale_jax.serve, vLLM) is reached directly.
+harness sandbox (no sockets at all) unless a way out is configured. The agent's network
+namespace has only its own loopback and no DNS; the ways out are relays: a listener on
+127.0.0.1:<port> inside the jail (a small Python process started before the agent) passes each
+connection through a Unix socket, in a folder only the jail and this process see, to the host.
+  - https_allow=["api.anthropic.com:443", ...]: HTTPS_PROXY and https_proxy inside are
+    http://127.0.0.1:3128 (PROXY_PORT), relayed to a whale_jax.search.connect_proxy on the
+    host, which opens CONNECT tunnels to exactly those host:port pairs (names resolved on the
+    host) and then only copies bytes: TLS runs end to end between the agent and its vendor.
+    Anything else (another host or port, plain `GET http://...` proxying) is refused, at most
+    max_tunnels tunnels are open at once and an idle one is closed. Every request is a JSON
+    line (verdict, target, bytes, time) of cli_session_KK.https.jsonl beside the session
+    record, which holds the counts. Claude Code (by its network-config documentation),
+    curl and Python's urllib/requests/httpx honour HTTPS_PROXY; a program that ignores it
+    has no way out. Hosts an agent calls besides its API (telemetry, error reports) are
+    refused and logged unless listed.
+  - endpoint=(host, port): 127.0.0.1:<port> inside is relayed to that host and port as plain
+    TCP (ENDPOINT_ENVIRONMENT names the variable that tells the agent the address): for a local
+    model server (whale_jax.serve, vLLM) or an LLM gateway on the host.
+With neither, nothing leaves the jail.
 
 Limits: wall_clock_seconds (the whole process group is killed when it passes), output kept
 to max_output_bytes, files it may write to file_size_bytes each (RLIMIT_FSIZE, set by
@@ -59,6 +69,7 @@ from whale_jax import atomic_files
 from whale_jax.harness import confinement as confinement_lib
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import archive_view
+from whale_jax.search import connect_proxy
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.search import steering
 
@@ -66,12 +77,12 @@ AGENT_DIR = "/agent"
 RELAY_DIR = "/relay"
 ENDPOINT_ENVIRONMENT = "WHALE_AGENT_ENDPOINT"
 SESSION_FORMAT = "whale_jax.cli_agent_session/1"
+PROXY_PORT = 3128            # HTTPS_PROXY's port inside the jail (3129 if the endpoint's is 3128)
 PROMPT = ("Read INSTRUCTIONS.md and the archive in archive/. Improve harness.py in place and "
           "write your one-sentence hypothesis to HYPOTHESIS.txt.")
 KILL_GRACE_SECONDS = 5.0
 _RELAY_SCRIPT = """\
-import os, socket, sys, threading
-port, path = int(sys.argv[1]), sys.argv[2]
+import socket, sys, threading
 def pump(a, b):
   try:
     while True:
@@ -87,27 +98,37 @@ def pump(a, b):
         s.shutdown(socket.SHUT_RDWR)
       except OSError:
         pass
-server = socket.socket()
-server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-server.bind(("127.0.0.1", port))
-server.listen(16)
+def serve(server, path):
+  while True:
+    client, _ = server.accept()
+    upstream = socket.socket(socket.AF_UNIX)
+    try:
+      upstream.connect(path)
+    except OSError:
+      client.close()
+      upstream.close()
+      continue
+    for a, b in ((client, upstream), (upstream, client)):
+      threading.Thread(target=pump, args=(a, b), daemon=True).start()
+for port, path in zip(sys.argv[1::2], sys.argv[2::2]):   # port path [port path]
+  server = socket.socket()
+  server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+  server.bind(("127.0.0.1", int(port)))
+  server.listen(16)
+  threading.Thread(target=serve, args=(server, path), daemon=True).start()
 print("ready", flush=True)
-while True:
-  client, _ = server.accept()
-  upstream = socket.socket(socket.AF_UNIX)
-  upstream.connect(path)
-  for a, b in ((client, upstream), (upstream, client)):
-    threading.Thread(target=pump, args=(a, b), daemon=True).start()
+threading.Event().wait()
 """
 
 
 class CommandResult:
   """What a confined command did: returncode (None when killed), timed_out, wall_seconds,
-  stdout, stderr (bytes, at most max_output_bytes each, the tail kept)."""
+  stdout, stderr (bytes, at most max_output_bytes each, the tail kept), https_proxy (the
+  proxy's {"allowed", "refused", "failed"} request counts, None when it was off)."""
 
-  def __init__(self, returncode, timed_out, wall_seconds, stdout, stderr):
+  def __init__(self, returncode, timed_out, wall_seconds, stdout, stderr, https_proxy=None):
     self.returncode, self.timed_out, self.wall_seconds = returncode, timed_out, wall_seconds
-    self.stdout, self.stderr = stdout, stderr
+    self.stdout, self.stderr, self.https_proxy = stdout, stderr, https_proxy
 
 
 def _tail(path, max_bytes):
@@ -178,15 +199,20 @@ class BwrapRunner:
       read-only at the same place.
     pass_environment: names of host environment variables passed in (e.g. an API key).
     environment: extra variables, name -> value.
-    endpoint: (host, port) the agent may reach as 127.0.0.1:<port> inside, or None for no
-      network at all.
+    endpoint: (host, port) the agent may reach as 127.0.0.1:<port> inside (plain TCP), or
+      None.
+    https_allow: "host:port" strings the agent may open HTTPS tunnels to through HTTPS_PROXY
+      (empty: no proxy). With neither endpoint nor https_allow, no network at all.
+    resolve: the proxy's name resolution, host -> addresses (default: this machine's
+      resolver; tests map names to 127.0.0.1).
     file_size_bytes: largest file the command may write.
     max_output_bytes: stdout and stderr kept (the tail).
     bwrap: the bwrap program.
   """
 
   def __init__(self, read_only_paths=(), pass_environment=(), environment=None, endpoint=None,
-               file_size_bytes=64 << 20, max_output_bytes=1 << 20, bwrap=None):
+               https_allow=(), resolve=None, file_size_bytes=64 << 20,
+               max_output_bytes=1 << 20, bwrap=None):
     confinement_lib.confinement_for(allow_weak_sandbox=False)  # SandboxUnavailable: says what
     self.bwrap = bwrap or shutil.which("bwrap")
     self.read_only_paths = [os.path.abspath(p) for p in read_only_paths]
@@ -201,12 +227,19 @@ class BwrapRunner:
                                      and isinstance(endpoint[1], int)):
       raise ValueError(f"BwrapRunner(endpoint={endpoint!r}) must be (host, port) or None.")
     self.endpoint = tuple(endpoint) if endpoint else None
+    try:
+      self.https_allow = connect_proxy.parse_allow_list(https_allow)
+    except ValueError as error:
+      raise ValueError(f"BwrapRunner(https_allow=...): {error}.") from None
+    self.resolve = resolve
+    self.proxy_port = PROXY_PORT + 1 if self.endpoint and self.endpoint[1] == PROXY_PORT else (
+        PROXY_PORT)
     self.file_size_bytes, self.max_output_bytes = file_size_bytes, max_output_bytes
 
   def describe(self):
     return {"kind": "bwrap", "read_only_paths": self.read_only_paths,
             "environment": sorted(self.environment), "endpoint": self.endpoint,
-            "file_size_bytes": self.file_size_bytes}
+            "https_allow": sorted(self.https_allow), "file_size_bytes": self.file_size_bytes}
 
   def _argv(self, argv, workdir, relay_dir, seccomp_fd):
     args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--uid",
@@ -225,11 +258,18 @@ class BwrapRunner:
     for name, value in sorted(self.environment.items()):
       args += ["--setenv", name, value]
     if relay_dir is not None:
-      args += ["--ro-bind", relay_dir, RELAY_DIR, "--setenv", ENDPOINT_ENVIRONMENT,
-               f"http://127.0.0.1:{self.endpoint[1]}"]
+      args += ["--ro-bind", relay_dir, RELAY_DIR]
+      relays = []
+      if self.endpoint is not None:
+        args += ["--setenv", ENDPOINT_ENVIRONMENT, f"http://127.0.0.1:{self.endpoint[1]}"]
+        relays += [str(self.endpoint[1]), f"{RELAY_DIR}/endpoint.sock"]
+      if self.https_allow:
+        for name in ("HTTPS_PROXY", "https_proxy"):
+          args += ["--setenv", name, f"http://127.0.0.1:{self.proxy_port}"]
+        relays += [str(self.proxy_port), f"{RELAY_DIR}/proxy.sock"]
       python_in = os.path.realpath(sys.executable)
       inner = (f"{shlex.quote(python_in)} -S -c {shlex.quote(_RELAY_SCRIPT)} "
-               f"{self.endpoint[1]} {RELAY_DIR}/endpoint.sock > /tmp/.relay 2>&1 & "
+               f"{shlex.join(relays)} > /tmp/.relay 2>&1 & "
                "for i in $(seq 100); do grep -q ready /tmp/.relay 2>/dev/null && break; "
                "sleep 0.05; done; exec \"$@\"")
       argv = ["/bin/sh", "-c", inner, "agent"] + list(argv)
@@ -237,18 +277,23 @@ class BwrapRunner:
       args += ["--seccomp", str(seccomp_fd)]
     return args + ["--remount-ro", "/", "--"] + list(argv)
 
-  def run(self, argv, workdir, timeout_seconds):
-    """Runs argv confined with workdir at /agent; returns a CommandResult."""
+  def run(self, argv, workdir, timeout_seconds, proxy_log_path=None):
+    """Runs argv confined with workdir at /agent; returns a CommandResult. The HTTPS proxy
+    (when https_allow is set) logs each request to proxy_log_path (None: no log file)."""
     scratch = tempfile.mkdtemp(prefix="whale_agent_io_")
-    relay = None
+    relay = proxy = None
     read_fd = write_fd = None
     try:
       relay_dir = None
-      if self.endpoint is not None:
+      if self.endpoint is not None or self.https_allow:
         relay_dir = os.path.join(scratch, "relay")
         os.mkdir(relay_dir)
+      if self.endpoint is not None:
         relay = _Relay(relay_dir, self.endpoint)
-      else:
+      if self.https_allow:
+        proxy = connect_proxy.ConnectProxy(os.path.join(relay_dir, "proxy.sock"),
+                                           self.https_allow, proxy_log_path, self.resolve)
+      if relay_dir is None:
         read_fd, write_fd = os.pipe()
         os.write(write_fd, confinement_lib.base_program())
         os.close(write_fd)
@@ -271,12 +316,18 @@ class BwrapRunner:
           _kill_group(process)
           process.wait(KILL_GRACE_SECONDS)
       wall_seconds = time.monotonic() - started
+      https_proxy = None
+      if proxy is not None:
+        proxy.close()
+        https_proxy = proxy.counts()
       return CommandResult(None if timed_out else process.returncode, timed_out, wall_seconds,
                            _tail(out_path, self.max_output_bytes),
-                           _tail(err_path, self.max_output_bytes))
+                           _tail(err_path, self.max_output_bytes), https_proxy)
     finally:
       if relay is not None:
         relay.close()
+      if proxy is not None:
+        proxy.close()
       for fd in (read_fd, write_fd):
         if fd is not None:
           os.close(fd)
@@ -382,7 +433,7 @@ class CliAgentProposer:
     archive_dir, domain, instances: the search's archive directory, tasks.Domain and search
       split (archive_dir and instances None: unbound until for_search).
     runner: runs the command confined (default BwrapRunner()); any object with
-      run(argv, workdir, timeout_seconds) -> CommandResult.
+      run(argv, workdir, timeout_seconds, proxy_log_path) -> CommandResult.
     wall_clock_seconds: the longest a session may take (then it is killed).
     max_cost_usd: the most a session may cost by the agent's own report (None: no limit).
     search_answers, withheld: what of the search split's references the view shows; strings
@@ -451,8 +502,9 @@ class CliAgentProposer:
             "its copy is harness.py here: edit harness.py in place (it must stay a whole "
             f"program of at most {context.max_lines} lines importing only: "
             f"{', '.join(context.allowed_imports)}), and write your one-sentence hypothesis "
-            "to HYPOTHESIS.txt. You have no network and no way to run episodes; reason from "
-            f"the traces. You have {self.wall_clock_seconds:g} seconds.\n\n"
+            "to HYPOTHESIS.txt. You have no network beyond your own model API and no way to run "
+            f"episodes; reason from the traces. You have {self.wall_clock_seconds:g} seconds."
+            "\n\n"
             f"## Task\n{self.domain.description.strip()}\n")
 
   def _argv(self, context):
@@ -468,6 +520,8 @@ class CliAgentProposer:
         archive, self.domain.name, self.domain.description, self.instances,
         incumbent_id=context.incumbent_id, search_answers=self.search_answers,
         withheld=self.withheld)
+    session_dir = os.path.join(self.archive_dir, "agent_sessions",
+                               f"iteration_{context.iteration:03d}")
     parent = tempfile.mkdtemp(prefix="whale_cli_agent_", dir=self.work_root)
     workdir = os.path.join(parent, "agent")
     os.mkdir(workdir)
@@ -485,8 +539,12 @@ class CliAgentProposer:
       with open(os.path.join(workdir, "HYPOTHESIS.txt"), "w", encoding="utf-8") as file:
         file.write("")
       before = _snapshot(workdir)
-      result = self.runner.run(record["command"], workdir, self.wall_clock_seconds)
+      log_name = f"cli_session_{index:02d}.https.jsonl"
+      result = self.runner.run(record["command"], workdir, self.wall_clock_seconds,
+                               proxy_log_path=os.path.join(session_dir, log_name))
       cost = reported_cost(result.stdout)
+      if result.https_proxy is not None:
+        record["https_proxy"] = dict(result.https_proxy, log=log_name)
       record.update(returncode=result.returncode, timed_out=result.timed_out,
                     wall_seconds=round(result.wall_seconds, 3), cost_usd=cost,
                     stdout=view.scrub(result.stdout.decode("utf-8", errors="replace")),
@@ -513,9 +571,8 @@ class CliAgentProposer:
     record.update(error=error, hypothesis=hypothesis)
     self.sessions.append(record)
     raw = json.dumps(record, indent=1, sort_keys=True)
-    atomic_files.write_text(os.path.join(
-        self.archive_dir, "agent_sessions", f"iteration_{context.iteration:03d}",
-        f"cli_session_{index:02d}.json"), raw + "\n")
+    atomic_files.write_text(os.path.join(session_dir, f"cli_session_{index:02d}.json"),
+                            raw + "\n")
     if error:
       return proposal_lib.Proposal(kind="program", text="", raw_output=raw, proposer=self.name,
                                    mechanism="cli_agent", error=error)
