@@ -7,7 +7,9 @@
 #   launch/tpu_pod.sh check             # here, on CPU: whale_jax.aot for CONFIG on TOPOLOGY
 #   launch/tpu_pod.sh create            # check, then create the slice (or reuse it)
 #   launch/tpu_pod.sh copy              # rsync this checkout to ~/whale_jax on every worker
-#   launch/tpu_pod.sh install           # venv + pinned jax/libtpu (launch/constraints.txt)
+#   launch/tpu_pod.sh install           # venv + pinned jax/libtpu (launch/constraints.txt), then
+#                                       # python -m whale_jax.check on every worker (TPU devices,
+#                                       # the pip-installed sandbox, disk)
 #   launch/tpu_pod.sh mount             # the shared workdir: NFS=host:/share or BUCKET=name
 #   launch/tpu_pod.sh run --config=configs/whale.py:searchqa --workdir=/mnt/whale/run1
 #   launch/tpu_pod.sh status            # is the run alive on each worker, last log lines
@@ -16,7 +18,8 @@
 #   launch/tpu_pod.sh logs              # fetch each worker's log into launch_logs/
 #   launch/tpu_pod.sh delete
 #
-# `run` starts the command detached (setsid + nohup) on every worker, so it survives a dropped
+# `run` first runs whale_jax.check with the run's --config and --workdir on every worker (its
+# data files and endpoints too) and starts nothing when one fails; then it starts the command detached (setsid + nohup) on every worker, so it survives a dropped
 # SSH connection; its pid is in ~/whale_jax/run.pid. SKIP_AOT=1 creates without the check.
 #
 # The workdir must be one directory every worker sees (checkpoints, the harness archive and
@@ -63,7 +66,7 @@ case "${1:-}" in
   install)
     ssh_all "cd ~/$REMOTE_DIR && python3 -m venv .venv && . .venv/bin/activate && \
       pip install -q -U pip && pip install -q -c launch/constraints.txt -e . 'jax[tpu]' && \
-      python -c 'import jax; print(jax.__version__, jax.devices())'" ;;
+      python -m whale_jax.check" ;;
   mount)
     MOUNT=${MOUNT:-/mnt/whale}
     if [[ -n "${NFS:-}" ]]; then
@@ -76,6 +79,12 @@ case "${1:-}" in
   run)
     shift
     args=$(printf '%q ' "$@")
+    # Every worker checks itself first (devices, sandbox, disk, the config's data and
+    # endpoints); one that fails stops the start everywhere.
+    check_args=$(printf '%q ' $(printf '%s\n' "$@" | grep -E '^--(config|workdir)='))
+    ssh_all "cd ~/$REMOTE_DIR && . .venv/bin/activate && python -m whale_jax.check $check_args" || {
+      echo "whale_jax.check failed on a worker (its FAIL line above says what to fix); not starting." >&2
+      exit 1; }
     ssh_all "cd ~/$REMOTE_DIR && . .venv/bin/activate && \
       if [ -f $PID_FILE ] && kill -0 \$(cat $PID_FILE) 2>/dev/null; then \
         echo \"a run is already alive (pid \$(cat $PID_FILE)); stop it first\"; exit 1; fi; \
