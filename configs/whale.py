@@ -27,7 +27,9 @@ DOMAINS = {
                      per_file_sizes={"test": 100},
                      retrieval_urls=["http://localhost:8000/retrieve"], verifier="judge",
                      judge=dict(base_url="http://localhost:8001/v1", model="judge",
-                                api_key_env=None),   # tasks.judge.openai_judge options
+                                api_key_env=None,   # tasks.judge.openai_judge options
+                                constrained="auto", max_concurrency=64, max_retries=3,
+                                cache=True),
                      split_sizes={"weight": -1, "harness": 256, "validation": 256,
                                   "test": 700}),
     "math": dict(name="math", problems=["data/dapo_math_17k.parquet"],

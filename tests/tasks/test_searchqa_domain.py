@@ -1,10 +1,12 @@
 """The SearchQA domain: file splits, the search tool's limits, verifier modes, metrics."""
 import json
+import threading
 
 import pytest
 
 from whale_jax import tasks
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.tasks import domain as domain_lib
 from whale_jax.tasks import judge
 from whale_jax.tasks import searchqa_domain
 from whale_jax.tasks.domain import Instance
@@ -118,8 +120,26 @@ def test_the_domain_counts_its_judges_verdicts():
   assert domain.counters() == {
       "judge_calls": 3, "judge_parsed": 2, "judge_unparsable": 1, "judge_failed_calls": 0,
       "judge_verdicts_judge": 2, "judge_verdicts_exact_match_fallback": 0,
-      "judge_verdicts_no_answer": 1}
+      "judge_verdicts_no_answer": 1, "judge_cache_hits": 0, "judge_retries": 1,
+      "judge_rate_limited": 0, "judge_server_errors": 0, "judge_guided_choice_refusals": 0,
+      "judge_prompt_tokens": 0, "judge_completion_tokens": 0, "judge_constrained": "never",
+      "judge_mode": "free_text"}
   assert tasks.get_domain("synthetic_qa", verifier="exact_match").counters() == {}
+
+
+def test_a_batch_of_episodes_asks_the_judge_concurrently():
+  # Each call waits at a barrier of 3: the batch passes only with 3 calls in flight at once.
+  barrier = threading.Barrier(3, timeout=5)
+
+  def complete(prompt):
+    barrier.wait()
+    return "CORRECT" if "Predicted answer: Zorvik " in prompt else "INCORRECT"
+  domain = tasks.get_domain("synthetic_qa", verifier="judge", judge=judge.LLMJudge(complete))
+  answers = ["<answer>Zorvik</answer>", "<answer>Ulpa</answer>", "<answer>Kest</answer>",
+             "no tag at all"]
+  scores = domain_lib.verify_episodes(domain, [INSTANCE] * 4, answers, [None] * 4)
+  assert scores == [1.0, 0.0, 0.0, 0.0]
+  assert tasks.get_domain("synthetic_qa", verifier="exact_match").verify_many is None
 
 
 def test_judge_verifier_needs_a_judge():

@@ -19,8 +19,9 @@ Sections (configs/*.py hold complete examples):
   tokenizer "byte", "embedded", a tokenizer path, or "" for the model directory's own.
   domain    name + the domain builder's keyword arguments (whale_jax.tasks.get_domain); with
             verifier="judge", judge = the keyword arguments of tasks.judge.openai_judge
-            (base_url, model, api_key_env, ...): the SearchQA LLM judge over an
-            OpenAI-compatible endpoint.
+            (base_url, model, api_key_env, constrained, max_concurrency, max_retries,
+            cache, ...): the SearchQA LLM judge over an OpenAI-compatible endpoint; its
+            verdicts are cached in workdir/judge_cache (with_judge_cache).
   search    proposer "edit_library" (seed), "in_process" (sampling, seed, and optionally
             model_path/tokenizer of another checkpoint) or "openai" (base_url, model,
             api_key_env, sampling = the chat call's keywords, seed, timeout_seconds,
@@ -169,6 +170,11 @@ def check_domain_section(domain_section, key_path="config.domain"):
   _check_call(builder, domain_section, key_path, skip=("dataset",))
   if isinstance(domain_section.get("judge"), dict):
     _check_call(judge_lib.openai_judge, domain_section["judge"], f"{key_path}.judge")
+    constrained = domain_section["judge"].get("constrained", "auto")
+    if constrained not in judge_lib.CONSTRAINED:
+      raise config_check.ConfigError(
+          f"{key_path}.judge.constrained={constrained!r}; use 'auto' (constrained choice where "
+          "the endpoint takes it, free text elsewhere), 'always' or 'never'.")
   elif domain_section.get("verifier") == "judge":
     raise config_check.ConfigError(
         f"{key_path}.verifier='judge' needs {key_path}.judge = dict(base_url=..., model=...) "
@@ -278,6 +284,19 @@ def load_run_tokenizer(name, model_dir, key_path="config.tokenizer"):
 def build_judge(judge_section):
   """The SearchQA LLM judge over an OpenAI-compatible endpoint (tasks.judge.openai_judge)."""
   return judge_lib.openai_judge(**judge_section)
+
+
+def with_judge_cache(domain_section, workdir):
+  """domain_section whose judge keeps its verdicts in workdir/judge_cache, so a resumed or
+  repeated evaluation asks nothing twice; unchanged when the judge section names its own
+  cache_dir, turns the cache off, or workdir is not a local path (gs://...)."""
+  judge_section = domain_section.get("judge")
+  if (not isinstance(judge_section, dict) or domain_section.get("verifier") != "judge" or
+      judge_section.get("cache_dir") or not judge_section.get("cache", True) or
+      "://" in os.fspath(workdir)):
+    return domain_section
+  return {**domain_section,
+          "judge": {**judge_section, "cache_dir": os.path.join(workdir, "judge_cache")}}
 
 
 def build_domain(domain_section):
@@ -401,7 +420,7 @@ def build_run(config, workdir, show_progress=True, recipe=None):
   mesh = build_mesh(section(config, "mesh"))
   model_config, params, model_dir = load_model(section(config, "model"), mesh)
   tokenizer = load_run_tokenizer(config.get("tokenizer", ""), model_dir)
-  domain = build_domain(section(config, "domain"))
+  domain = build_domain(with_judge_cache(section(config, "domain"), workdir))
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
                              options.PolicyConfig(**section(config, "training")))
   search_section = section(config, "search")

@@ -148,8 +148,13 @@ def collect(runtime, domain, harness, instances, seeds, sampling, infra_retries=
     generated_tokens += sum(t.num_completion_tokens for t in retried)
     for index, trajectory in zip(failed, retried):
       trajectories[index] = trajectory
-  scores = [float(domain.verify(instance, t.answer, t)) if t.ok else 0.0
-            for instance, t in zip(instances, trajectories)]
+  scores = [0.0] * len(trajectories)  # an episode that did not end "ok" scores 0
+  ok = [index for index, trajectory in enumerate(trajectories) if trajectory.ok]
+  verified = domain_lib.verify_episodes(domain, [instances[i] for i in ok],
+                                        [trajectories[i].answer for i in ok],
+                                        [trajectories[i] for i in ok])
+  for index, score in zip(ok, verified):
+    scores[index] = score
   return Evaluation(tuple(i.id for i in instances), tuple(seeds), tuple(scores),
                     tuple(trajectories), rollouts=rollouts, generated_tokens=generated_tokens)
 

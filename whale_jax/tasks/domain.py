@@ -10,14 +10,18 @@ A Domain is a frozen bundle of plain functions, built by `whale_jax.tasks.get_do
   domain.splits()                  -> {"weight": [...], "harness": [...], "validation": [...],
                                        "test": [...]}, seeded, disjoint, built once
   domain.verify(instance, answer, trajectory) -> score in [0, 1]
+  domain.verify_many(instances, answers, trajectories) -> [score], or None: a batch at once
+                                      (SearchQA's judge asks its requests concurrently);
+                                      verify_episodes(domain, ...) picks it or verify
   domain.tools(instance)           -> {"search": fn, ...}, host-side callables for one episode
   domain.metrics(instances, trajectories, scores) -> {"success_rate": ..., ...}
   domain.description               the task description shown to harness proposers
   domain.seed_harness              h0: the source of a `run(task, llm, tools) -> str` program
   domain.allowed_imports           modules a harness of this domain may import
-  domain.counters()                -> {name: int}, what the domain's own services did so far in
-                                      this process (SearchQA: its LLM judge's calls, parsed
-                                      verdicts, fallbacks); {} for most domains
+  domain.counters()                -> {name: int (or str for a mode)}, what the domain's own
+                                      services did so far in this process (SearchQA: its LLM
+                                      judge's calls, parsed verdicts, fallbacks, cache hits,
+                                      tokens, constrained-choice mode); {} for most domains
 
 make_episode(domain, instance, sampling) is the harness runtime's Episode for an instance.
 verify scores what the episode did whatever its outcome (answer is None unless it ended "ok");
@@ -81,6 +85,8 @@ class Domain:
     allowed_imports: modules a candidate harness may import.
     config: the resolved configuration, for the run record.
     counters: () -> {name: int} (module docstring).
+    verify_many: (instances, answers, trajectories) -> [float], the scores of a batch; None
+      scores one at a time with verify.
   """
   name: str
   description: str
@@ -92,9 +98,21 @@ class Domain:
   allowed_imports: tuple[str, ...]
   config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   counters: Callable[[], dict] = dict
+  verify_many: Callable[..., list] | None = None
 
   def __post_init__(self):
     object.__setattr__(self, "splits", functools.cache(self.splits))
+
+
+def verify_episodes(domain, instances, answers, trajectories):
+  """The scores of a batch of episodes: domain.verify_many when the domain has one, else
+  domain.verify for each."""
+  verify_many = getattr(domain, "verify_many", None)  # test doubles may have verify alone
+  if verify_many is not None:
+    return [float(score) for score in verify_many(list(instances), list(answers),
+                                                  list(trajectories))]
+  return [float(domain.verify(instance, answer, trajectory))
+          for instance, answer, trajectory in zip(instances, answers, trajectories)]
 
 
 def make_episode(domain, instance, sampling=api.SamplingParams(), episode_id=""):

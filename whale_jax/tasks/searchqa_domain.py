@@ -96,6 +96,16 @@ def _scorer(verifier, judge):
   return verify
 
 
+def _judge_many(judge):
+  """verify_many of the judge verifier: the batch's verdicts asked concurrently."""
+  def verify_many(instances, answers, trajectories):
+    requests = [(instance.public["question"], instance.reference["golden_answers"],
+                 qa_answers.extract_answer(answer))
+                for instance, answer in zip(instances, answers)]
+    return [verdict.score for verdict in judge.judge_many(requests)]
+  return verify_many
+
+
 def _retrieval_hit(trajectory, golden_answers):
   """None if the episode never searched; else whether a search result holds a golden answer."""
   results = [event.result for event in behaviour.tool_events(trajectory, "search")
@@ -141,7 +151,9 @@ def _qa_domain(name, make_splits, retrieve, verifier, judge, config, seed_harnes
       name=name, description=DESCRIPTION.replace("{verifier}", verifier.replace("_", " ")),
       seed_harness=seed_harnesses.source(seed_harness), splits=make_splits, verify=verify,
       tools=lambda instance: {"search": search}, metrics=qa_metrics,
-      allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config, counters=counters)
+      allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config, counters=counters,
+      verify_many=_judge_many(judge) if hasattr(judge, "judge_many") and verifier == "judge"
+      else None)
 
 
 def _load_question_files(paths):
