@@ -29,9 +29,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from absl import app
-from absl import flags
-
 from whale_jax.harness import confinement as confinement_lib
 
 DEFAULT_MIN_FREE_GB = 2.0
@@ -233,13 +230,6 @@ def run(checks, out=None):
   return True
 
 
-_CONFIG = flags.DEFINE_string("config", None, "An experiment config (file[:argument]) whose "
-                              "data files and endpoints to check.")
-_WORKDIR = flags.DEFINE_string("workdir", ".", "Where the run writes (its free disk).")
-_MIN_FREE_GB = flags.DEFINE_float("min_free_gb", DEFAULT_MIN_FREE_GB,
-                                  "Free disk the workdir needs, in GB.")
-
-
 def _load_config(spec):
   import importlib.util  # pylint: disable=import-outside-toplevel
   path, _, argument = spec.partition(":")
@@ -250,19 +240,26 @@ def _load_config(spec):
   return config.to_dict() if hasattr(config, "to_dict") else dict(config)
 
 
-def main(argv):
-  del argv
+def main(argv=None):
+  import argparse  # pylint: disable=import-outside-toplevel
+  parser = argparse.ArgumentParser(prog="python -m whale_jax.check", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--config", help="an experiment config (file[:argument]) whose data "
+                      "files and endpoints to check")
+  parser.add_argument("--workdir", default=".", help="where the run writes (its free disk)")
+  parser.add_argument("--min_free_gb", type=float, default=DEFAULT_MIN_FREE_GB,
+                      help="free disk the workdir needs, in GB")
+  args = parser.parse_args(argv)
   config = None
-  if _CONFIG.value:
+  if args.config:
     try:
-      config = _load_config(_CONFIG.value)
+      config = _load_config(args.config)
     except Exception as error:  # pylint: disable=broad-except
-      sys.stdout.write(f"FAIL config: {_CONFIG.value} could not be loaded ({error}); "
+      sys.stdout.write(f"FAIL config: {args.config} could not be loaded ({error}); "
                        "fix the file or the argument after ':'\n")
-      sys.exit(1)
-  if not run(items(config, _WORKDIR.value, _MIN_FREE_GB.value)):
-    sys.exit(1)
+      return 1
+  return 0 if run(items(config, args.workdir, args.min_free_gb)) else 1
 
 
 if __name__ == "__main__":
-  app.run(main)
+  sys.exit(main())
