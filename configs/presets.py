@@ -86,3 +86,26 @@ def tiny(config, split_sizes, model=None, max_tokens=48):
   config.runtime = dict(num_workers=2, timeout_seconds=60.0, allow_weak_sandbox=False)
   config.mesh = dict(data=1, num_devices=1)
   return config
+
+
+# The papers' proposer (SPEC 1.6; Meta-Harness's claude_wrapper): Claude Code headless, Opus
+# 4.7 at effort max, WHALE's tool list (no subagents). {prompt} is the session's task line.
+CLAUDE_CODE_COMMAND = ("claude", "-p", "{prompt}", "--model", "{model}", "--effort", "{effort}",
+                       "--output-format", "json", "--allowedTools",
+                       "Read,Glob,Grep,Write,Edit,Bash")
+
+
+def claude_code_search(model="claude-opus-4-7", effort="max", wall_clock_seconds=2400.0,
+                       read_only_paths=()):
+  """config.search for the CLI coding-agent proposer as WHALE runs it: one `claude -p` session
+  per iteration (2,400 s) writes the M candidates and pending_eval.json in the jail
+  (search/cli_agent.py), with `run` for prototyping drafts on search tasks (its episodes
+  count as harness rollouts; agent_budgets: AgentBudgets' defaults) and HTTPS to the
+  Anthropic API only, with $ANTHROPIC_API_KEY passed in. Claude Code must be installed where
+  the jail sees it: under /usr (e.g. `npm install -g @anthropic-ai/claude-code` with node from
+  the system), or add its folders to read_only_paths."""
+  command = tuple(part.format(model=model, effort=effort) if part in ("{model}", "{effort}")
+                  else part for part in CLAUDE_CODE_COMMAND)
+  return dict(proposer="cli_agent", command=command, wall_clock_seconds=wall_clock_seconds,
+              session_per="iteration", run_tool=True, pass_environment=("ANTHROPIC_API_KEY",),
+              https_allow=("api.anthropic.com:443",), read_only_paths=tuple(read_only_paths))

@@ -12,6 +12,13 @@ changes in most harness phases.
   python -m whale_jax.main --config=configs/whale.py:searchqa,tiny --workdir=/tmp/w \
       --config.search.base_url=http://127.0.0.1:8123/v1 \
       --config.domain.judge.base_url=http://127.0.0.1:8124/v1   # paper path, CPU size
+  python -m whale_jax.main --config=configs/whale.py:searchqa,claude_code --workdir=...
+
+claude_code switches the proposer to the papers' one: a jailed `claude -p` session per
+iteration (Opus 4.7, effort max, 2,400 s) writing the M candidates and pending_eval.json, with
+`run` to prototype drafts (presets.claude_code_search; needs Claude Code installed and
+$ANTHROPIC_API_KEY). The default proposer is the same model over its HTTP API, one call per
+candidate.
 """
 import ml_collections
 
@@ -62,8 +69,8 @@ TINY_MODELS = {"searchqa": (dict(source="embedded"), "embedded")}
 
 
 def get_config(arg: str = "searchqa"):
-  args = presets.parse_args(arg, tuple(DOMAINS) + METHODS + ("adaptive", "smoke", "tiny"),
-                            "configs/whale.py")
+  args = presets.parse_args(arg, tuple(DOMAINS) + METHODS + ("adaptive", "smoke", "tiny",
+                                                            "claude_code"), "configs/whale.py")
   domain = next((name for name in DOMAINS if name in args), "searchqa")
   method = next((name for name in METHODS if name in args), None)
   config = ml_collections.ConfigDict()
@@ -106,6 +113,8 @@ def get_config(arg: str = "searchqa"):
     presets.smoke(config)
     config.whale.update(weight_epochs=0.5, total_weight_epochs=1.0)
     config.search = dict(proposer="edit_library")
+  if "claude_code" in args:   # the papers' proposer: one Claude Code session per iteration
+    config.search = presets.claude_code_search()
   return config
 
 

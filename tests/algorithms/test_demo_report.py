@@ -8,6 +8,7 @@ import os
 import pytest
 
 from whale_jax.algorithms import run_log
+from whale_jax.harness import trajectory as trajectory_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -127,11 +128,9 @@ def test_a_pair_from_a_finished_run_scores_as_the_run_did(tmp_path):
   # The start weights under h0 score as the run's initial evaluation did, episode by episode
   # (read back from the test trajectories the run wrote).
   scores = {}
-  with open(os.path.join(workdir, "weight_only", "test_trajectories",
-                         "evaluation_000.jsonl")) as f:
-    for line in f:
-      row = json.loads(line)
-      scores.setdefault(row["instance_id"], []).append(row["score"])
+  for row in trajectory_lib.read_records(os.path.join(workdir, "weight_only", "test_trajectories",
+                                                     "evaluation_000.jsonl.gz")):
+    scores.setdefault(row["instance_id"], []).append(row["score"])
   assert results["start/h0"] == pytest.approx(
       {task: sum(values) / len(values) for task, values in scores.items()})
   assert len(results["start/h0"]) == len(run_per_task) == 8

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from tests.algorithms import paper_fixtures
+from whale_jax.harness import trajectory as trajectory_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVE_ARGS = ["--model=embedded", "--max_slots=8", "--max_cache_length=16384",
@@ -138,10 +139,9 @@ def test_searchqa_tiny_with_the_served_judge(proposer_server, judge_server, data
   summary = json.load(open(workdir / "summary.json"))
   assert sorted(summary["final_per_subset"]) == sorted(
       name.removesuffix(".jsonl") for name in paper_fixtures.SEARCHQA_TEST_FILES)
-  saved = sorted(glob.glob(str(workdir / "test_trajectories" / "*.jsonl")))
+  saved = sorted(glob.glob(str(workdir / "test_trajectories" / "*.jsonl.gz")))
   assert len(saved) == len(summary["curve"])
-  with open(saved[-1], encoding="utf-8") as file:
-    rows = [json.loads(line) for line in file]
+  rows = trajectory_lib.read_records(saved[-1])
   assert len({row["instance_id"] for row in rows}) == 7
   means = {}
   for row in rows:
@@ -200,9 +200,8 @@ def test_vace_toolflow_tiny_runs_on_the_paper_path(proposer_server, data_dir, tm
   assert len(summary["gate_decisions"]) == parsed
   assert summary["counts"]["weight"] > 0 and summary["counts"]["evaluation"] > 0
   # The test episodes are the fixture file's tasks, loaded by the AutomationBench loader.
-  saved = sorted(glob.glob(str(workdir / "test_trajectories" / "*.jsonl")))
-  with open(saved[-1], encoding="utf-8") as file:
-    ids = {json.loads(line)["instance_id"] for line in file}
+  saved = sorted(glob.glob(str(workdir / "test_trajectories" / "*.jsonl.gz")))
+  ids = {row["instance_id"] for row in trajectory_lib.read_records(saved[-1])}
   names = {f"automationbench:{r['name']}:{r['example_id']}"
            for r in paper_fixtures.write_toolflow(str(tmp_path / "again"))}
   assert len(ids) == 2 and ids <= names

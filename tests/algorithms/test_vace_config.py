@@ -24,6 +24,7 @@ from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
 from whale_jax.harness import patches
 from whale_jax.harness import static_checks
+from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import edit_library
 from whale_jax.tasks import seed_harnesses
@@ -283,7 +284,7 @@ def check_method_run(workdir, config, method):
     chosen = summary["selected_by_validation"]
     assert chosen["validation_mean"] == max(p["validation_mean"] for p in summary["pairs"])
     episodes_dir = workdir / "test_trajectories"
-    last = _rows(episodes_dir / sorted(os.listdir(episodes_dir))[-1])
+    last = trajectory_lib.read_records(episodes_dir / sorted(os.listdir(episodes_dir))[-1])
     assert {(r["weights_id"], r["harness_hash"]) for r in last} == {
         (chosen["weights_id"], chosen["harness_hash"])}, method
   behaviour = summary["final_behaviour"]

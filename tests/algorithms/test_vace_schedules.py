@@ -23,6 +23,7 @@ from whale_jax.algorithms import experiment
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import vace
+from whale_jax.harness import trajectory as trajectory_lib
 
 
 def _params_hash(run):
@@ -146,7 +147,8 @@ def _check_selected_is_cycle_0(workdir, summary, observer, validation_hashes=Non
   assert summary["final_test_mean"] == final["test_mean"]
   assert summary["incumbent_hash"] == first["candidate"]
   episodes_dir = os.path.join(workdir, "test_trajectories")
-  episodes = _rows(os.path.join(episodes_dir, sorted(os.listdir(episodes_dir))[-1]))
+  episodes = trajectory_lib.read_records(
+      os.path.join(episodes_dir, sorted(os.listdir(episodes_dir))[-1]))
   assert {(row["weights_id"], row["harness_hash"]) for row in episodes} == {
       (first["weights_id"], first["candidate"])}
   metrics = _rows(os.path.join(workdir, "metrics.jsonl"))

@@ -1,6 +1,6 @@
 """No leak by construction: held-out gold strings planted on the host never reach the agentic
-proposer (view files, tool results, a CLI agent's folder); search-split answers appear exactly
-when search_answers says so."""
+proposer (view files, tool results, a CLI agent's folder, the traces of its in-jail `run`);
+search-split answers appear exactly when search_answers says so."""
 import json
 import os
 import sys
@@ -13,6 +13,7 @@ from whale_jax.harness import Harness
 from whale_jax.harness import static_checks
 from whale_jax.search import agent_tools
 from whale_jax.search import agentic_proposer
+from whale_jax.search import archive as archive_lib
 from whale_jax.search import archive_view
 from whale_jax.search import cli_agent
 from whale_jax.search import context as context_lib
@@ -216,3 +217,65 @@ def test_a_view_of_held_out_evaluations_is_refused(domain, tmp_path):
   _search(domain, archive_dir, None, iterations=1)
   with pytest.raises(ValueError, match="not in the instances given to build_view"):
     archive_view.view_of_directory(archive_dir, domain.name, domain.description, VALIDATION)
+
+
+RUNNING_DUMPER = """\
+import os, subprocess, sys
+def run(*args):
+  done = subprocess.run(["run", *args], capture_output=True, text=True)
+  print("STATUS", done.returncode, done.stdout, done.stderr)
+with open("/tmp/draft.py", "w") as file:
+  file.write(open("harness.py").read().replace("TOPK = 1", "TOPK = 3"))
+run("/tmp/draft.py", "--task-ids", sys.argv[1])     # a validation task: refused
+run("/tmp/draft.py", "--tasks", "2")
+for root, _, files in os.walk("/agent"):
+  for name in files:
+    print(open(os.path.join(root, name), errors="replace").read())
+"""
+
+
+@pytest.mark.parametrize("search_answers", archive_view.SEARCH_ANSWER_MODES)
+def test_the_jails_run_command_never_returns_held_out_gold(domain, tmp_path, monkeypatch,
+                                                          search_answers):
+  """`run` in the CLI agent's jail: held-out ids are refused, and a held-out gold string that
+  a search episode happens to contain is withheld from the traces and the summary."""
+
+  class Leaky(fakes.FakeEvaluate):
+    def __call__(self, harness, instances, keys):
+      result = super().__call__(harness, instances, keys)
+      result.trajectories[0].calls[0].completions[0].text = f"the answer is {CANARIES[0]}-1"
+      return result
+
+  class Recording(cli_agent.BwrapRunner):
+    def run(self, *args, **kwargs):
+      self.result = super().run(*args, **kwargs)
+      return self.result
+
+  archive_dir = tmp_path / "archive"
+  _plant(tmp_path, archive_dir, monkeypatch)
+  _search(domain, archive_dir, None, iterations=1)
+  script = tmp_path / "running_dumper.py"
+  script.write_text(RUNNING_DUMPER)
+  runner = Recording(read_only_paths=[str(script)])
+  evaluate = Leaky()
+  cli = cli_agent.CliAgentProposer(
+      [os.path.realpath(sys.executable), "-S", str(script), VALIDATION[0].id], None, domain,
+      None, runner=runner, search_answers=search_answers, wall_clock_seconds=60,
+      use_run_tool=True, session_per="iteration",
+      withheld=agentic_proposer.held_out_strings(
+          {"harness": SEARCH, "validation": VALIDATION, "test": TEST})
+  ).for_search(archive_dir, evaluate, SEARCH)
+  context = context_lib.build_context(
+      archive_lib.Archive(archive_dir), "c0000", domain.name, domain.description,
+      2, 16_000)
+  proposals = cli.propose(context, 3)
+  dump = runner.result.stdout.decode()
+  assert dump.count("STATUS 1") == 1 and "are not search tasks" in dump
+  assert dump.count("STATUS 0") == 1 and "ran on 2 task(s)" in dump
+  assert [ids for _, ids, _ in evaluate.calls] == [["s0", "s1"]]   # the refused one ran nothing
+  assert "the answer is [withheld]" in dump                      # the planted string, scrubbed
+  assert ("GOLD-SEARCH-0" in dump) == (search_answers != "none")
+  assert ("DOC-SEARCH-0" in dump) == (search_answers == "answers_and_documents")
+  assert not any(canary in dump for canary in CANARIES)
+  assert not any(canary in p.raw_output for p in proposals for canary in CANARIES)
+  assert cli.rollouts == 2

@@ -1,5 +1,7 @@
 """Evaluate functions on the harness runtime, sample keys and the evaluation cache."""
 
+import gzip
+
 import pytest
 
 from tests.search import fakes
@@ -111,9 +113,9 @@ def test_cache_never_stores_infra_errors_and_skips_torn_lines(tmp_path):
   broken = fakes.fake_trajectory(harness, "b", 1)
   broken.outcome = "infra_error"
   cache.store(harness.hash, "w", ["a", "b"], [1, 2], [1.0, 0.0], [good, broken])
-  path = next((tmp_path).rglob("*.jsonl"))
-  with open(path, "a") as file:
-    file.write('{"task_id": "c", "sam')
+  path = next((tmp_path).rglob("*.jsonl.gz"))
+  with open(path, "ab") as file:  # a gzip member cut short
+    file.write(gzip.compress(b'{"task_id": "c", "sample_key": 3, "score": 1.0}\n')[:20])
   reread = evaluation_cache.EvaluationCache(tmp_path)
   assert reread.lookup(harness.hash, "w", "a", 1)[0] == 1.0
   assert reread.lookup(harness.hash, "w", "b", 2) is None

@@ -40,7 +40,12 @@ Sections (configs/*.py hold complete examples):
             ((host, port) the agent may reach as plain TCP, or () for none), https_allow
             ("host:port" pairs it may reach over HTTPS through the host's CONNECT proxy, e.g.
             ("api.anthropic.com:443",); () = none), read_only_paths,
-            pass_environment, environment, search_answers, instructions, name.
+            pass_environment, environment, search_answers, instructions, name,
+            session_per ("candidate": a session per proposal; "iteration": one session writes
+            the iteration's M candidates and pending_eval.json, as WHALE runs Claude Code),
+            run_tool (the `run` command in the jail: drafts on the harness split, counted as
+            harness rollouts) and agent_budgets (its runs and episodes per session);
+            configs/presets.claude_code_search() is the papers' `claude -p` setup.
             The held-out splits' references are withheld from both; what was resolved
             (backend, budgets, search answers, the steering file's hash) is
             run.proposer.config(), written into the run's config.json.
@@ -362,7 +367,11 @@ def _build_agent(kind, search_section, policy, tokenizer, domain, recipe):
   return cli_agent.CliAgentProposer(
       search_section["command"], None, domain, None, runner=runner,
       wall_clock_seconds=search_section.get("wall_clock_seconds", 1800.0),
-      max_cost_usd=search_section.get("max_cost_usd"), **common)
+      max_cost_usd=search_section.get("max_cost_usd"),
+      session_per=search_section.get("session_per", "candidate"),
+      use_run_tool=search_section.get("run_tool", True),
+      budgets=agent_tools.AgentBudgets(**dict(search_section.get("agent_budgets") or {})),
+      **common)
 
 
 def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
@@ -424,8 +433,8 @@ def build_run(config, workdir, show_progress=True, recipe=None):
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
                              options.PolicyConfig(**section(config, "training")))
   search_section = section(config, "search")
-  if (jax.process_count() > 1 and search_section.get("proposer") == "agentic" and
-      search_section.get("run_tool", True)):
+  if (jax.process_count() > 1 and search_section.get("proposer") in ("agentic", "cli_agent")
+      and search_section.get("run_tool", True)):
     # The agent runs on host 0 only, but every host serves a share of each batch of episodes.
     raise ValueError("config.search.run_tool=True on a multi-host run: the agent's `run` "
                      "would wait for the other hosts' episodes; set config.search.run_tool="

@@ -195,15 +195,18 @@ def _check_agent_proposer(search, kind, key_path):
         if not search.get(required):
           raise ConfigError(f"{key_path}.{required} is missing; agent_backend='openai' needs "
                             "base_url (e.g. 'http://127.0.0.1:8000/v1') and model.")
-    budgets = search.get("agent_budgets", {})
-    check_keys(budgets, options.AGENT_BUDGET_MINIMA, f"{key_path}.agent_budgets")
-    check_types(budgets, dict.fromkeys(options.AGENT_BUDGET_MINIMA, int),
-                f"{key_path}.agent_budgets")
-    for name, minimum in options.AGENT_BUDGET_MINIMA.items():
-      if budgets.get(name, minimum) < minimum:
-        raise ConfigError(f"{key_path}.agent_budgets.{name}={budgets[name]!r} must be >= "
-                          f"{minimum}.")
+  budgets = search.get("agent_budgets", {})
+  check_keys(budgets, options.AGENT_BUDGET_MINIMA, f"{key_path}.agent_budgets")
+  check_types(budgets, dict.fromkeys(options.AGENT_BUDGET_MINIMA, int),
+              f"{key_path}.agent_budgets")
+  for name, minimum in options.AGENT_BUDGET_MINIMA.items():
+    if budgets.get(name, minimum) < minimum:
+      raise ConfigError(f"{key_path}.agent_budgets.{name}={budgets[name]!r} must be >= "
+                        f"{minimum}.")
+  if kind == "agentic":
     return
+  check_choice(search.get("session_per", "candidate"), options.SESSION_PER,
+               f"{key_path}.session_per", "session_per")
   command = search.get("command")
   if not command or not (isinstance(command, str) or (
       isinstance(command, (tuple, list)) and all(isinstance(p, str) for p in command))):

@@ -31,7 +31,6 @@ seeded by counters kept in run.state (episode seeds, data order, minibatch order
 replayed steps make the same choices, and a harness search resumes from its archive.
 """
 import dataclasses
-import json
 import math
 import os
 import time
@@ -51,6 +50,7 @@ from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
+from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import agentic_proposer
 from whale_jax.search import evaluation as search_evaluation
@@ -629,14 +629,12 @@ def evaluate_test(run, harness=None, label=""):
             "cycle": run.state.cycle, "label": label, "per_task": per_task,
             "per_subset": per_subset_means(per_task)}
   if jax.process_index() == 0:  # every test episode, so behaviour metrics can be recomputed
-    atomic_files.write_text(
+    trajectory_lib.write_records(
         os.path.join(run.workdir, "test_trajectories",
-                     f"evaluation_{len(run.state.evaluations):03d}.jsonl"),
-        "".join(json.dumps({"instance_id": instance.id, "score": score,
-                            "rollouts": record["rollouts"], "harness_hash": harness.hash,
-                            "weights_id": record["weights_id"],
-                            "trajectory": trajectory.to_json()}, default=str) + "\n"
-                for instance, trajectory, score in batch.flat()))
+                     f"evaluation_{len(run.state.evaluations):03d}.jsonl.gz"),
+        [{"instance_id": instance.id, "score": score, "rollouts": record["rollouts"],
+          "harness_hash": harness.hash, "weights_id": record["weights_id"],
+          "trajectory": trajectory} for instance, trajectory, score in batch.flat()])
   run.state.evaluations.append(record)
   scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
              if isinstance(value, (int, float))}

@@ -35,7 +35,9 @@ CLI_AGENT_KEYS = {"proposer": str, "command": object, "wall_clock_seconds": floa
                   "max_cost_usd": float, "endpoint": tuple, "https_allow": tuple,
                   "read_only_paths": tuple,
                   "pass_environment": tuple, "environment": dict, "search_answers": str,
-                  "instructions": str, "name": str, "seed": int}
+                  "instructions": str, "name": str, "seed": int, "session_per": str,
+                  "run_tool": bool, "agent_budgets": dict}
+SESSION_PER = ("candidate", "iteration")   # = search/cli_agent.SESSION_PER
 # = search/agent_tools.AgentBudgets fields: minimum values (config.search.agent_budgets).
 AGENT_BUDGET_MINIMA = {"max_steps": 1, "max_tokens": 1, "max_runs": 0, "max_run_tasks": 0,
                        "max_run_episodes": 0, "max_result_chars": 1}

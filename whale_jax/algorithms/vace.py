@@ -31,12 +31,10 @@ Departures from the paper: the optimizer proposes with whale_jax's proposers rat
 HarnessEvolve's agent; harness_only's diagnostic batch size is a guess (one GRPO batch).
 """
 import functools
-import json
 import os
 
 import jax
 
-from whale_jax import atomic_files
 from whale_jax.algorithms import baselines
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import rollouts as rollouts_lib
@@ -60,11 +58,10 @@ def _grpo_step_recording(run, harness, budget_rollouts=0):
   sampling start only within budget_rollouts (0 = no budget)."""
   metrics = loop.grpo_step(run, harness, budget_rollouts)
   directory = _block_directory(run, run.state.cycle)
-  rows = [json.dumps({"score": score, "trajectory": trajectory.to_json()})
-          for _, trajectory, score in run.last_batch.flat()]
-  atomic_files.write_text(
-      os.path.join(directory, f"step_{run.state.phase_steps:04d}.jsonl"),
-      "".join(row + "\n" for row in rows))
+  trajectory_lib.write_records(
+      os.path.join(directory, f"step_{run.state.phase_steps:04d}.jsonl.gz"),
+      [{"score": score, "trajectory": trajectory}
+       for _, trajectory, score in run.last_batch.flat()])
   return metrics
 
 
@@ -73,12 +70,11 @@ def _block_episodes(run, cycle):
   directory = _block_directory(run, cycle)
   episodes = []
   if os.path.isdir(directory):
-    for name in sorted(os.listdir(directory)):
-      with open(os.path.join(directory, name)) as f:
-        for line in f:
-          row = json.loads(line)
-          episodes.append((trajectory_lib.Trajectory.from_json(row["trajectory"]),
-                           row["score"]))
+    names = sorted(os.listdir(directory))
+    for name in names:
+      if name + ".gz" not in names:  # step_N.jsonl, written before, unless replayed since
+        episodes += [(row["trajectory"], row["score"])
+                     for row in trajectory_lib.read_records(os.path.join(directory, name))]
   return episodes
 
 

@@ -19,6 +19,9 @@ Tools (arguments; every result is text):
   submit(patch | program, hypothesis)   the final answer; refused (with the reasons) when the
                                 search would reject it, so the agent can fix it and submit again
 
+tools.run_draft(program=...) is `run` as data (a DraftRun: report, scores, per-task traces),
+which the CLI agent's in-jail `run` command calls (whale_jax.search.jail_run).
+
 Budgets (AgentBudgets): runs and episodes per session, characters per result. Everything the
 agent read is in `reads`; every call in `events`. Results pass through view.scrub, so a
 withheld string never reaches the agent even if a run's trace should hold one.
@@ -71,6 +74,35 @@ class ToolResult:
   content: str
   ok: bool = True
   kind: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class DraftRun:
+  """What `run` did with one draft (AgentTools.run_draft).
+
+  Attributes:
+    report: the checks' report (apply report, refusals); ok: the draft ran.
+    task_ids, scores, outcomes, num_turns: per task run.
+    traces: each episode in full (archive_view.render_trace), scrubbed.
+    success_rate, mean_turns: over the tasks run.
+    rollouts, generated_tokens: what it cost (counted in AgentTools.rollouts, ...).
+  """
+  report: str
+  ok: bool
+  task_ids: tuple = ()
+  scores: tuple = ()
+  outcomes: tuple = ()
+  num_turns: tuple = ()
+  traces: tuple = ()
+  success_rate: float = 0.0
+  mean_turns: float = 0.0
+  rollouts: int = 0
+  generated_tokens: int = 0
+
+  @property
+  def headline(self):
+    return (f"ran on {len(self.task_ids)} task(s): mean score {self.success_rate:.3f}, "
+            f"mean turns {self.mean_turns:.2f}")
 
 
 class EmptySubmission(ValueError):
@@ -307,10 +339,15 @@ class AgentTools:
     _, ok, report = self._prepare(self._proposal(patch, program))
     return ToolResult(report, ok)
 
-  def _tool_run(self, patch=None, program=None, num_tasks=None, task_ids=None):
+  def run_draft(self, patch=None, program=None, num_tasks=None, task_ids=None):
+    """`run` as data (also the CLI agent's in-jail `run`, whale_jax.search.jail_run): the
+    draft checked, then run on the chosen search tasks; returns a DraftRun (its texts scrubbed
+    of withheld strings). Raises ValueError (EmptySubmission) for a request it refuses; a
+    refused request spends no budget."""
     budgets = self.budgets
     if len(self.runs) >= budgets.max_runs:
-      raise ValueError(f"the run budget is spent ({budgets.max_runs} runs); check and submit.")
+      raise ValueError(f"the run budget is spent ({budgets.max_runs} run(s) this session); no "
+                       "more runs: finish with what the traces so far show.")
     if task_ids is not None:
       if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
         raise ValueError("task_ids must be a list of task id strings.")
@@ -321,16 +358,18 @@ class AgentTools:
       chosen = list(dict.fromkeys(task_ids))
     else:
       count = budgets.max_run_tasks if num_tasks is None else num_tasks
-      if not isinstance(count, int) or count < 1:
+      if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"num_tasks={num_tasks!r} must be an int >= 1.")
       chosen = self.task_ids[:count]
     left = budgets.max_run_episodes - self.run_episodes
     chosen = chosen[:min(budgets.max_run_tasks, left)]
     if not chosen:
-      raise ValueError(f"the episode budget is spent ({budgets.max_run_episodes} episodes).")
-    prepared, ok, report = self._prepare(self._proposal(patch, program))
+      raise ValueError(f"the episode budget is spent ({budgets.max_run_episodes} episodes "
+                       "this session).")
+    prepared, _, report = self._prepare(self._proposal(patch, program))
     if prepared.source is None or prepared.reasons:
-      return ToolResult(report + "\nnot run: fix what is refused first.", False)
+      return DraftRun(self.view.scrub(report + "\nnot run: fix what is refused first."),
+                      False)
     harness = program_lib.Harness(prepared.source, origin=prepared.origin)
     evaluation = self.runner(harness, chosen)
     self.rollouts += evaluation.rollouts
@@ -339,13 +378,22 @@ class AgentTools:
     self.runs.append({"draft": len(self.drafts), "task_ids": list(evaluation.task_ids),
                       "scores": list(evaluation.scores), "rollouts": evaluation.rollouts,
                       "generated_tokens": evaluation.generated_tokens})
-    parts = [report, f"ran on {len(chosen)} task(s): mean score {evaluation.success_rate:.3f}, "
-             f"mean turns {evaluation.mean_turns:.2f}"]
-    for task_id, score, trajectory in zip(evaluation.task_ids, evaluation.scores,
-                                          evaluation.trajectories):
-      parts.append(archive_view.render_trace(trajectory, score,
-                                             self.references.get(task_id)))
-    return ToolResult("\n".join(parts))
+    traces = tuple(self.view.scrub(archive_view.render_trace(
+        trajectory, score, self.references.get(task_id)))
+        for task_id, score, trajectory in zip(evaluation.task_ids, evaluation.scores,
+                                              evaluation.trajectories))
+    return DraftRun(self.view.scrub(report), True, tuple(evaluation.task_ids),
+                    tuple(evaluation.scores),
+                    tuple(t.outcome for t in evaluation.trajectories),
+                    tuple(t.num_turns for t in evaluation.trajectories), traces,
+                    evaluation.success_rate, evaluation.mean_turns, evaluation.rollouts,
+                    evaluation.generated_tokens)
+
+  def _tool_run(self, patch=None, program=None, num_tasks=None, task_ids=None):
+    result = self.run_draft(patch, program, num_tasks, task_ids)
+    if not result.ok:
+      return ToolResult(result.report, False)
+    return ToolResult("\n".join([result.report, result.headline] + list(result.traces)))
 
   def _tool_submit(self, hypothesis, patch=None, program=None):
     hypothesis = " ".join(_string("hypothesis", hypothesis).split())

@@ -231,7 +231,8 @@ def held_out_strings(splits, search_split="harness", held_out=("validation", "te
 
 def session_costs(archive_dir):
   """{"sessions", "rollouts", "generated_tokens", "prompt_tokens", "completion_tokens"} summed
-  over the agentic sessions saved under archive_dir (so a resumed run counts them once)."""
+  over the agentic and CLI-agent sessions (session_KK.json, cli_session_KK.json: the episodes
+  of their `run` calls) saved under archive_dir (so a resumed run counts them once)."""
   totals = dict.fromkeys(("sessions", "rollouts", "generated_tokens", "prompt_tokens",
                           "completion_tokens"), 0)
   root = os.path.join(os.fspath(archive_dir), "agent_sessions")
@@ -239,7 +240,7 @@ def session_costs(archive_dir):
     return totals
   for folder in sorted(os.listdir(root)):
     for name in sorted(os.listdir(os.path.join(root, folder))):
-      if not (name.startswith("session_") and name.endswith(".json")):
+      if not (name.startswith(("session_", "cli_session_")) and name.endswith(".json")):
         continue
       session = archive_lib.read_json(os.path.join(root, folder, name))
       totals["sessions"] += 1

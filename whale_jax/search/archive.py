@@ -15,7 +15,8 @@ Layout:
     harness.py                   the source (absent when no program could be built)
     proposal.txt                 the proposer's raw reply
     examples.jsonl               per task: task_id, sample_key, score, outcome, num_turns
-    trajectories.jsonl           the episodes (whale_jax.harness.trajectory JSONL)
+    trajectories.jsonl.gz        the episodes (a whale_jax.harness.trajectory trace file;
+                                 trajectories.jsonl in archives written before)
   iterations/, evaluations/ ...  written by the search (see whale_jax.search.meta_harness)
 
 A candidate folder is written under a temporary name and renamed into place, so it is either
@@ -195,7 +196,7 @@ class Archive:
             file.write(json.dumps({"task_id": task_id, "sample_key": key, "score": score,
                                    "outcome": trajectory.outcome,
                                    "num_turns": trajectory.num_turns}) + "\n")
-        trajectory_lib.write_jsonl(os.path.join(temporary, "trajectories.jsonl"),
+        trajectory_lib.write_jsonl(os.path.join(temporary, "trajectories.jsonl.gz"),
                                    evaluation.trajectories)
       with open(os.path.join(temporary, "candidate.json"), "w", encoding="utf-8") as file:
         json.dump(candidate.to_json(), file, indent=2, sort_keys=True)
@@ -230,5 +231,8 @@ class Archive:
       return [json.loads(line) for line in file if line.strip()]
 
   def trajectories(self, candidate_id):
-    path = self._candidate_file(candidate_id, "trajectories.jsonl")
-    return trajectory_lib.read_jsonl(path) if os.path.exists(path) else []
+    for name in ("trajectories.jsonl.gz", "trajectories.jsonl"):  # the second: written before
+      path = self._candidate_file(candidate_id, name)
+      if os.path.exists(path):
+        return trajectory_lib.read_jsonl(path)
+    return []

@@ -5,16 +5,16 @@
   evaluation = evaluate(harness, instances, keys)
   evaluation.rollouts                              # episodes run now (0 when all were cached)
 
-On disk: directory/<weights>/<harness hash>.jsonl, one line per episode: {"task_id",
-"sample_key", "score", "trajectory"}, where <weights> is the weights id made safe for a file
-name plus a short hash of it. Lines are appended as evaluations finish; a torn last line (a
-crash mid-write) is skipped when read. Episodes that ended "infra_error" are never stored, so
-they are run again. Several caches may share a directory (e.g. harness search and the
-validation gate), within one process.
+On disk: directory/<weights>/<harness hash>.jsonl.gz, a trace file (harness.trajectory.
+write_records) with one record per episode: {"task_id", "sample_key", "score", "trajectory"},
+where <weights> is the weights id made safe for a file name plus a short hash of it. Records
+are appended as evaluations finish; a torn last one (a crash mid-write) is skipped when read.
+The <harness hash>.jsonl files of caches written before are read too. Episodes that ended
+"infra_error" are never stored, so they are run again. Several caches may share a directory
+(e.g. harness search and the validation gate), within one process.
 """
 import dataclasses
 import hashlib
-import json
 import os
 import re
 import threading
@@ -38,20 +38,17 @@ class EvaluationCache:
     self._lock = threading.Lock()
 
   def _path(self, harness_hash, weights_id):
-    return os.path.join(self.directory, _weights_folder(weights_id), f"{harness_hash}.jsonl")
+    return os.path.join(self.directory, _weights_folder(weights_id),
+                        f"{harness_hash}.jsonl.gz")
 
   def _entries(self, harness_hash, weights_id):
     key = (str(weights_id), harness_hash)
     if key not in self._loaded:
       entries = {}
-      path = self._path(harness_hash, weights_id)
-      if os.path.exists(path):
-        with open(path, encoding="utf-8") as file:
-          for line in file:
-            try:
-              row = json.loads(line)
-            except ValueError:
-              continue  # a torn line from an interrupted write
+      current = self._path(harness_hash, weights_id)
+      for path in (current.removesuffix(".gz"), current):  # the first: written before
+        if os.path.exists(path):
+          for row in trajectory_lib.read_records(path, decode=False):
             entries[(row["task_id"], int(row["sample_key"]))] = (
                 float(row["score"]), row["trajectory"])
       self._loaded[key] = entries
@@ -68,7 +65,7 @@ class EvaluationCache:
   def store(self, harness_hash, weights_id, task_ids, keys, scores, trajectories):
     """Adds finished episodes (infra errors are skipped)."""
     rows = [{"task_id": task_id, "sample_key": int(key), "score": float(score),
-             "trajectory": trajectory.to_json()}
+             "trajectory": trajectory.to_compact_json()}
             for task_id, key, score, trajectory in zip(task_ids, keys, scores, trajectories)
             if trajectory.outcome != "infra_error"]
     if not rows:
@@ -76,12 +73,7 @@ class EvaluationCache:
     with self._lock:
       entries = self._entries(harness_hash, weights_id)
       path = self._path(harness_hash, weights_id)
-      os.makedirs(os.path.dirname(path), exist_ok=True)
-      with open(path, "a", encoding="utf-8") as file:
-        for row in rows:
-          file.write(json.dumps(row) + "\n")
-        file.flush()
-        os.fsync(file.fileno())
+      trajectory_lib.write_records(path, rows, append=True)
       for row in rows:
         entries[(row["task_id"], row["sample_key"])] = (row["score"], row["trajectory"])
 

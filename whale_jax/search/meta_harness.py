@@ -46,10 +46,19 @@ candidates and decisions as an uninterrupted one with the same seed (with an edi
 proposer, or any proposer, given that its saved proposals are reused). Rollouts of an
 evaluation interrupted by an exception are not counted.
 
-Departures from WHALE: the proposer is a function call on a context rendered from the archive
-(not a coding agent browsing the directory); candidates of an iteration are evaluated one
-after another (each with its episodes in parallel on the runtime); no separate validation gate
-(use whale_jax.search.validation_gate where a recipe wants one).
+The proposer is asked once per iteration for all M candidates (propose(context, M)): a model
+proposer answers with M calls, the agentic one with M sessions, and the CLI coding agent
+(whale_jax.search.cli_agent) with M sessions or, with session_per="iteration", as WHALE runs
+Claude Code: one session writes the M reserved candidate files and pending_eval.json (axis,
+components, hypothesis per candidate: whale_jax.search.pending_eval); a candidate it did not
+write, or wrote without a valid entry, comes back as a failed proposal and is archived as
+rejected with the reason, like any refused one.
+
+Departures from WHALE: the default proposers are function calls on a context rendered from the
+archive (the CLI agent browses a copy of the archive view, not the archive directory itself);
+candidates of an iteration are evaluated one after another (each with its episodes in parallel
+on the runtime); no separate validation gate (use whale_jax.search.validation_gate where a
+recipe wants one).
 """
 import dataclasses
 import glob
