@@ -402,3 +402,41 @@ def test_the_config_checks_https_allow():
     config_check.check_proposer(dict(section, https_allow=("api.example.com:99999",)))
   with pytest.raises(config_check.ConfigError, match="did you mean 'https_allow'"):
     config_check.check_proposer(dict(section, http_allow=()))
+
+
+PROBE = """
+import ctypes, errno, json, socket
+found = {}
+for name, family in (("unix", socket.AF_UNIX), ("inet", socket.AF_INET),
+                     ("netlink", socket.AF_NETLINK), ("packet", socket.AF_PACKET)):
+  try:
+    socket.socket(family, socket.SOCK_DGRAM if family != socket.AF_INET else socket.SOCK_STREAM)
+    found[name] = "created"
+  except OSError as error:
+    found[name] = errno.errorcode.get(error.errno, str(error.errno))
+libc = ctypes.CDLL(None, use_errno=True)
+found["ptrace"] = "allowed" if libc.ptrace(16, 1, 0, 0) == 0 else errno.errorcode[ctypes.get_errno()]
+print(json.dumps(found))
+"""
+
+
+def test_with_a_relay_the_jail_keeps_seccomp_with_only_unix_and_ip_sockets(tmp_path):
+  """A relay needs sockets, so the jail's program allows Unix and IP ones (its network
+  namespace has only loopback); every other family and the rest of the sandbox's denials
+  (here ptrace) stay refused. Without any relay, no socket at all."""
+  script = tmp_path / "probe.py"
+  script.write_text(PROBE)
+  outputs = {}
+  for label, allow in (("relay", ["allowed.test:443"]), ("none", [])):
+    workdir = tmp_path / label
+    workdir.mkdir()
+    runner = cli_agent.BwrapRunner(read_only_paths=[str(script)], https_allow=allow,
+                                   resolve=_resolve)
+    result = runner.run([_python(), "-S", str(script)], str(workdir), 20,
+                        proxy_log_path=str(tmp_path / f"{label}.jsonl"))
+    assert result.returncode == 0, result.stderr.decode()
+    outputs[label] = json.loads(result.stdout.decode().strip().splitlines()[-1])
+  assert outputs["relay"] == {"unix": "created", "inet": "created", "netlink": "EAFNOSUPPORT",
+                              "packet": "EAFNOSUPPORT", "ptrace": "EPERM"}
+  assert outputs["none"] == {"unix": "EPERM", "inet": "EPERM", "netlink": "EPERM",
+                             "packet": "EPERM", "ptrace": "EPERM"}

@@ -176,6 +176,31 @@ def base_program():
   return _compile(rules)
 
 
+NETWORK_SYSCALLS = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
+RELAY_SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX, AF_INET, AF_INET6
+_SCMP_CMP_GE = 5
+
+
+@functools.lru_cache(maxsize=None)
+def relay_program():
+  """BASE_DENIED's program for a process that talks through relays (a coding agent's jail with
+  an endpoint, an HTTPS proxy or `run`): sockets allowed, but only of the families
+  RELAY_SOCKET_FAMILIES (no netlink, packet or other kernel interfaces); its network
+  namespace, which holds nothing but loopback, is what keeps the traffic in."""
+  rules = [(name, errno.EPERM, []) for name in BASE_DENIED if name not in NETWORK_SYSCALLS]
+  rules += [("clone", errno.EPERM, [(0, _SCMP_CMP_MASKED_EQ, flag, flag)])
+            for flag in NAMESPACE_CLONE_FLAGS]
+  rules += [("clone3", errno.ENOSYS, [])]
+  rules += [("ioctl", errno.EPERM, [(1, _SCMP_CMP_EQ, request, 0)])
+            for request in (TIOCSTI, TIOCLINUX)]
+  last = max(RELAY_SOCKET_FAMILIES)
+  refused = [family for family in range(last) if family not in RELAY_SOCKET_FAMILIES]
+  for name in ("socket", "socketpair"):
+    rules += [(name, errno.EAFNOSUPPORT, [(0, _SCMP_CMP_EQ, family, 0)]) for family in refused]
+    rules += [(name, errno.EAFNOSUPPORT, [(0, _SCMP_CMP_GE, last + 1, 0)])]
+  return _compile(rules)
+
+
 @functools.lru_cache(maxsize=None)
 def child_program():
   """The seccomp program a worker's per-episode child adds (CHILD_DENIED; prlimit on itself

@@ -62,8 +62,10 @@ connection through a Unix socket, in a folder only the jail and this process see
     model server (whale_jax.serve, vLLM) or an LLM gateway on the host.
   - `run` (above): a Unix socket in the same folder, spoken to directly by the client.
 With none of these, nothing leaves the jail, and the command runs under the harness sandbox's
-seccomp program; with any, it runs without it (the relays and `run` need sockets), confined by
-the namespaces alone.
+seccomp program; with any, under confinement.relay_program: the same denials, except that
+sockets of the Unix and IP families are allowed (the relays and `run` need them; netlink,
+packet and other kernel socket families stay refused), the network namespace with its lone
+loopback keeping the traffic in.
 
 Limits: wall_clock_seconds (the whole process group is killed when it passes), output kept
 to max_output_bytes, files it may write to file_size_bytes each (RLIMIT_FSIZE, set by
@@ -344,11 +346,11 @@ class BwrapRunner:
       if self.https_allow:
         proxy = connect_proxy.ConnectProxy(os.path.join(relay_dir, "proxy.sock"),
                                            self.https_allow, proxy_log_path, self.resolve)
-      if relay_dir is None:
-        read_fd, write_fd = os.pipe()
-        os.write(write_fd, confinement_lib.base_program())
-        os.close(write_fd)
-        write_fd = None
+      read_fd, write_fd = os.pipe()  # relays need sockets: their program allows a few kinds
+      os.write(write_fd, confinement_lib.base_program() if relay_dir is None else
+               confinement_lib.relay_program())
+      os.close(write_fd)
+      write_fd = None
       command = self._argv(argv, os.path.abspath(workdir), relay_dir, read_fd,
                            run_command=run_tools is not None)
       out_path, err_path = os.path.join(scratch, "stdout"), os.path.join(scratch, "stderr")
