@@ -51,6 +51,7 @@ from typing import Any, Callable, Mapping
 
 from whale_jax.harness import confinement as confinement_lib
 from whale_jax.harness import host_calls
+from whale_jax.harness import runtime_config
 from whale_jax.harness import sandbox_process
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
@@ -58,7 +59,7 @@ from whale_jax.sampling import api
 
 EXIT_GRACE_SECONDS = 5.0  # wait for the zygote's exit report after killing a child
 SEND_TIMEOUT_SECONDS = 10.0
-MIN_MEMORY_BYTES = 128 << 20
+MIN_MEMORY_BYTES = runtime_config.MIN_MEMORY_BYTES
 WORK_FOLDER_FILES = 4  # a namespaced worker's folder holds this many files of the largest size
 
 

@@ -2,13 +2,12 @@
 
 Field names are the ones used everywhere else: config files (`config.model`), the params
 tree and metrics. `from_hf_dict` / `to_hf_dict` translate to and from a `transformers`
-`config.json`.
+`config.json`. It imports no jax (jax.numpy only inside the dtype properties), so the config
+boundary builds it before jax starts.
 """
 import dataclasses
 import math
 from typing import Any
-
-import jax.numpy as jnp
 
 SUPPORTED_MODEL_TYPES = ("qwen3", "qwen2", "llama", "qwen3_5")
 LAYER_TYPES = ("full_attention", "linear_attention")
@@ -214,10 +213,12 @@ class ModelConfig:
 
   @property
   def param_jnp_dtype(self):
+    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top  # here only: no jax to read a config
     return jnp.dtype(self.param_dtype)
 
   @property
   def compute_jnp_dtype(self):
+    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
     return jnp.dtype(self.compute_dtype)
 
   def replace(self, **changes) -> "ModelConfig":

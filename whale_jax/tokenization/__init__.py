@@ -8,12 +8,23 @@ Every tokenizer offers the same interface:
   apply_chat_template(messages, add_generation_prompt=True, tools=None) -> list[int]
 Chat messages render through the checkpoint's chat template when it has one, and through the
 default ChatML format (whale_jax.tokenization.chat) otherwise.
+
+HFTokenizer (transformers) and SentencePieceTokenizer are imported on first use, so the
+modules that only render chat messages start in a fraction of a second.
 """
+import importlib
 import os
 
 from whale_jax.tokenization.byte import ByteTokenizer
-from whale_jax.tokenization.hf_tokenizer import HFTokenizer
-from whale_jax.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
+
+_LAZY = {"HFTokenizer": "whale_jax.tokenization.hf_tokenizer",
+         "SentencePieceTokenizer": "whale_jax.tokenization.sentencepiece_tokenizer"}
+
+
+def __getattr__(name):
+  if name in _LAZY:
+    return getattr(importlib.import_module(_LAZY[name]), name)
+  raise AttributeError(f"module 'whale_jax.tokenization' has no attribute {name!r}")
 
 
 def load_tokenizer(source):
@@ -26,6 +37,8 @@ def load_tokenizer(source):
   if not isinstance(source, (str, os.PathLike)):
     raise TypeError(f"load_tokenizer takes a path or 'byte'; got {type(source).__name__}.")
   source = os.fspath(source)
+  from whale_jax.tokenization.hf_tokenizer import HFTokenizer  # pylint: disable=g-import-not-at-top
+  from whale_jax.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer  # pylint: disable=g-import-not-at-top
   if source == "byte":
     return ByteTokenizer()
   if os.path.isdir(source):

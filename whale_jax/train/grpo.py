@@ -41,7 +41,6 @@ Departures from the papers: advantages (advantages.py) use the sample standard d
 (ddof = 1) as verl and TRL do; "sequence_mask" uses the geometric mean of the token ratios
 rather than their product, so its threshold does not depend on sequence length.
 """
-import dataclasses
 import math
 
 import jax
@@ -49,117 +48,15 @@ import jax.numpy as jnp
 
 from whale_jax.train import advantages as advantages_lib
 from whale_jax.train import logprobs as logprobs_lib
+from whale_jax.train import options
 
-AGGREGATIONS = ("token_mean", "sequence_mean_token_mean", "constant")
-IMPORTANCE_SAMPLING_MODES = ("none", "token_truncate", "sequence_mask")
-KL_ESTIMATORS = ("k1", "k2", "k3")
-OLD_LOGPROBS_SOURCES = ("recompute", "sampler")
+AGGREGATIONS = options.AGGREGATIONS
+IMPORTANCE_SAMPLING_MODES = options.IMPORTANCE_SAMPLING_MODES
+KL_ESTIMATORS = options.KL_ESTIMATORS
+OLD_LOGPROBS_SOURCES = options.OLD_LOGPROBS_SOURCES
+GRPOConfig = options.GRPOConfig
 _KEY = "config.training.grpo."
-
-
-def _positive_int(value):
-  return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-@dataclasses.dataclass(frozen=True)
-class GRPOConfig:
-  """GRPO options (= config.training.grpo keys).
-
-  Attributes:
-    clip_epsilon: lower clip range, r >= 1 - clip_epsilon.
-    clip_epsilon_high: upper clip range, r <= 1 + clip_epsilon_high; None = clip_epsilon
-      (DAPO's clip-higher uses 0.28 with clip_epsilon 0.2).
-    dual_clip_ratio: c of dual-clip PPO (verl's clip_ratio_c, e.g. 3.0): where A < 0 the
-      objective is at least c A; None disables it. Must exceed 1 + clip_epsilon_high.
-    log_ratio_clamp: |logp - old| and |reference - logp| are clamped to this before exp.
-    kl_weight: beta of the KL to the reference model; 0 = no KL term.
-    kl_estimator: one of KL_ESTIMATORS.
-    keep_reference: keep the reference copy (and report the KL) even when kl_weight is 0.
-    offload_reference: keep the reference copy in pinned host memory (reference.py).
-    old_logprobs_source: "recompute" (one trainer forward pass at the sampling weights per
-      batch) or "sampler" (the sampler's logprobs; right only when sampler and trainer agree).
-    ppo_epochs: passes over each batch of rollouts (Tunix's num_iterations).
-    num_minibatches: optimizer steps per pass; None = one per config.training.samples_per_step
-      samples.
-    aggregation: one of AGGREGATIONS.
-    constant_normalizer: tokens per sequence in the "constant" aggregation.
-    importance_sampling: one of IMPORTANCE_SAMPLING_MODES.
-    importance_sampling_cap: truncation level / mask threshold for importance sampling.
-    temperature: logprobs are log_softmax(logits / temperature); the sampler's logprobs must
-      be at the same temperature.
-    compute_entropy: report the mean entropy (costs one more pass over the logits).
-  """
-  clip_epsilon: float = 0.2
-  clip_epsilon_high: float | None = None
-  dual_clip_ratio: float | None = None
-  log_ratio_clamp: float = 20.0
-  kl_weight: float = 0.0
-  kl_estimator: str = "k3"
-  keep_reference: bool = False
-  offload_reference: bool = False
-  old_logprobs_source: str = "recompute"
-  ppo_epochs: int = 1
-  num_minibatches: int | None = None
-  aggregation: str = "token_mean"
-  constant_normalizer: float | None = None
-  importance_sampling: str = "none"
-  importance_sampling_cap: float = 2.0
-  temperature: float = 1.0
-  compute_entropy: bool = True
-
-  def __post_init__(self):
-    if not 0 < self.clip_epsilon < 1:
-      raise ValueError(f"{_KEY}clip_epsilon={self.clip_epsilon} must lie in (0, 1), e.g. 0.2.")
-    if self.clip_epsilon_high is not None and self.clip_epsilon_high <= 0:
-      raise ValueError(f"{_KEY}clip_epsilon_high={self.clip_epsilon_high} must be positive "
-                       "(e.g. 0.28) or None to use clip_epsilon.")
-    if self.dual_clip_ratio is not None and not (
-        self.dual_clip_ratio > 1 + self.upper_clip_epsilon):
-      raise ValueError(f"{_KEY}dual_clip_ratio={self.dual_clip_ratio} must exceed "
-                       f"1 + clip_epsilon_high = {1 + self.upper_clip_epsilon} (verl uses 3.0), "
-                       "or be None to disable the dual clip.")
-    if not self.log_ratio_clamp > 0:
-      raise ValueError(f"{_KEY}log_ratio_clamp={self.log_ratio_clamp} must be > 0, e.g. 20.0.")
-    if self.kl_weight < 0:
-      raise ValueError(f"{_KEY}kl_weight={self.kl_weight} must be >= 0 (0 = no KL).")
-    if self.kl_estimator not in KL_ESTIMATORS:
-      raise ValueError(f"{_KEY}kl_estimator={self.kl_estimator!r} is not one of "
-                       f"{KL_ESTIMATORS}.")
-    if self.old_logprobs_source not in OLD_LOGPROBS_SOURCES:
-      raise ValueError(f"{_KEY}old_logprobs_source={self.old_logprobs_source!r} is not one of "
-                       f"{OLD_LOGPROBS_SOURCES}.")
-    if not _positive_int(self.ppo_epochs):
-      raise ValueError(f"{_KEY}ppo_epochs={self.ppo_epochs!r} must be a positive int, e.g. 1.")
-    if self.num_minibatches is not None and not _positive_int(self.num_minibatches):
-      raise ValueError(f"{_KEY}num_minibatches={self.num_minibatches!r} must be a positive "
-                       "int, or None for one minibatch per config.training.samples_per_step "
-                       "samples.")
-    if self.aggregation not in AGGREGATIONS:
-      raise ValueError(f"{_KEY}aggregation={self.aggregation!r} is not one of "
-                       f"{AGGREGATIONS}.")
-    if self.aggregation == "constant" and not (self.constant_normalizer or 0) > 0:
-      raise ValueError(f"{_KEY}aggregation='constant' needs {_KEY}constant_normalizer > 0 "
-                       f"(got {self.constant_normalizer!r}); set it to the generation token "
-                       "budget, as Dr. GRPO does.")
-    if self.importance_sampling not in IMPORTANCE_SAMPLING_MODES:
-      raise ValueError(f"{_KEY}importance_sampling={self.importance_sampling!r} is not one of "
-                       f"{IMPORTANCE_SAMPLING_MODES}.")
-    if not self.importance_sampling_cap > 1:
-      raise ValueError(f"{_KEY}importance_sampling_cap={self.importance_sampling_cap} must be "
-                       "> 1, e.g. 2.0.")
-    logprobs_lib.check_temperature(self.temperature)
-
-  @property
-  def upper_clip_epsilon(self):
-    return self.clip_epsilon if self.clip_epsilon_high is None else self.clip_epsilon_high
-
-  @property
-  def uses_reference(self):
-    """Whether a frozen reference copy is kept (and reference logprobs computed per batch)."""
-    return self.kl_weight > 0 or self.keep_reference
-
-
-_NORMALIZATIONS = {"mean_std": "grpo", "mean": "drgrpo"}
+_NORMALIZATIONS = options.NORMALIZATION_NAMES
 
 
 def group_advantages(rewards, normalization="mean_std", epsilon=1e-6):

@@ -15,13 +15,10 @@ import jax
 import jax.numpy as jnp
 
 from whale_jax.models import decoder
+from whale_jax.train import options
 
 
-def check_temperature(temperature):
-  if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or (
-      temperature <= 0):
-    raise ValueError(f"temperature={temperature!r} must be a positive number (1.0 = the "
-                     "model's own distribution).")
+check_temperature = options.check_temperature
 
 
 def from_logits(logits, tokens, temperature=1.0, with_entropy=False):

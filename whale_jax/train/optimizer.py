@@ -20,54 +20,16 @@ also holds a float32 copy of the parameters: updates are applied to that copy an
 parameters are its rounding, so steps smaller than bfloat16's resolution (a learning rate of
 1e-7 on weights near 1) still add up instead of being rounded away.
 """
-import dataclasses
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-SCHEDULES = ("constant", "cosine")
-_KEY = "config.training.optimizer."
+from whale_jax.train import options
 
-
-@dataclasses.dataclass(frozen=True)
-class OptimizerConfig:
-  """Optimizer options (= config.training.optimizer keys)."""
-  learning_rate: float = 1e-6
-  warmup_steps: int = 0
-  schedule: str = "constant"
-  total_steps: int | None = None
-  final_learning_rate_fraction: float = 0.0
-  beta1: float = 0.9
-  beta2: float = 0.999
-  epsilon: float = 1e-8
-  weight_decay: float = 0.0
-  max_grad_norm: float | None = 1.0
-  state_dtype: str = "float32"
-  master_weights: bool = True
-
-  def __post_init__(self):
-    if self.state_dtype not in ("float32", "bfloat16"):
-      raise ValueError(f"{_KEY}state_dtype={self.state_dtype!r} must be 'float32' or "
-                       "'bfloat16'.")
-    if not self.learning_rate >= 0:
-      raise ValueError(f"{_KEY}learning_rate={self.learning_rate} must be >= 0.")
-    if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-      raise ValueError(f"{_KEY}warmup_steps={self.warmup_steps!r} must be an "
-                       "integer >= 0.")
-    if self.schedule not in SCHEDULES:
-      raise ValueError(f"{_KEY}schedule={self.schedule!r} is not one of "
-                       f"{SCHEDULES}.")
-    if self.schedule == "cosine" and not (
-        isinstance(self.total_steps, int) and self.total_steps > self.warmup_steps):
-      raise ValueError(f"{_KEY}schedule='cosine' needs total_steps > warmup_steps="
-                       f"{self.warmup_steps}; got total_steps={self.total_steps!r}.")
-    if self.max_grad_norm is not None and not self.max_grad_norm > 0:
-      raise ValueError(f"{_KEY}max_grad_norm={self.max_grad_norm} must be > 0, or "
-                       "None to disable clipping.")
-    if self.weight_decay < 0:
-      raise ValueError(f"{_KEY}weight_decay={self.weight_decay} must be >= 0.")
+OptimizerConfig = options.OptimizerConfig
+SCHEDULES = options.SCHEDULES
 
 
 def learning_rate_schedule(optimizer_config):
