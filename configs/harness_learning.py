@@ -8,6 +8,10 @@ of them, reward = score + (0.05 parses, 0.10 applies, up to 0.15 x completed run
 Test-time adaptation on an unseen category: the same 25 problems give diagnostics and select
 candidates, 75 problems are the test; 1 candidate per round for up to 5 rounds, kept only on
 strict improvement (and the best-of-8 rule beside it), after the base, SFT and GRPO stages.
+The seed harness is one direct solver call; the domain offers tools.python (the sandboxed
+interpreter) for the interpreter loops the proposer writes. Execution reports show the gold
+answers and whole references of diagnostic problems (search_answers="answers_and_documents";
+never those of validation or test problems).
 The category lists are choices (the paper does not list them). Healthy run: GRPO parse and
 apply rates near 1 within the first tens of steps, and the adapted harness's test mean at or
 above the seed harness's (the paper: seed ~0.49, SFT ~0.49, RL 0.62 on unseen categories).
@@ -15,7 +19,12 @@ above the seed harness's (the paper: seed ~0.49, SFT ~0.49, RL 0.62 on unseen ca
 Variant "qa" (multi-hop QA): whole programs (<= 200 lines; +0.10 when executable, else 0),
 no SFT, GRPO on HotpotQA with proposer Qwen3-4B and solver Qwen3-8B; adaptation on MuSiQue:
 6 development problems sampled per round for feedback, 64 disjoint ones score 8 candidates per
-round for 10 rounds, the best runnable kept; ~300 test problems. Question files and the
+round for 10 rounds, the best runnable kept; ~300 test problems. The seed harness, for
+training and adaptation, is the paper's fixed two-hop program
+(whale_jax/tasks/seed_harnesses/searchqa_two_hop.py: search, summary and next query, second
+search, summary, answer from the two summaries), not WHALE's one-search h0. Reports show gold
+answers and supporting ids (search_answers) of training problems; the feedback problems come
+from the validation split here, whose gold stays out of reports. Question files and the
 retrieval server are the researcher's (see whale_jax/tasks/searchqa_domain.py).
 
   python -m whale_jax.main --config=configs/harness_learning.py --workdir=/mnt/whale/hl/maze
@@ -68,7 +77,8 @@ def _reasoning_gym(config, held_out):
       diagnostic_size=8, scoring_size=16, multi_step=False,
       selection_rules=("strict", "best_of"), strict_rounds=5, best_of_rounds=5,
       best_of_candidates=8, adaptation_diagnostic_size=0,
-      adapt_stages=("base", "sft", "grpo"), context_budget_tokens=16_000, reward=REWARD)
+      adapt_stages=("base", "sft", "grpo"), context_budget_tokens=16_000, reward=REWARD,
+      search_answers="answers_and_documents")
 
 
 def _multi_hop_qa(config):
@@ -77,10 +87,12 @@ def _multi_hop_qa(config):
                        split_questions={"test": ["data/musique/test.parquet"]},
                        retrieval_urls=["http://localhost:8000/retrieve"],
                        split_sizes={"weight": 0, "harness": 64, "validation": 436,
-                                    "test": 300})
+                                    "test": 300},
+                       seed_harness="searchqa_two_hop")
   hotpotqa = dict(name="searchqa", questions=["data/hotpotqa/train.parquet"],
                   retrieval_urls=["http://localhost:8000/retrieve"],
-                  split_sizes={"weight": -1, "harness": 0, "validation": 0, "test": 0})
+                  split_sizes={"weight": -1, "harness": 0, "validation": 0, "test": 0},
+                  seed_harness="searchqa_two_hop")
   config.harness_learning = dict(
       kind="program",
       proposer_model=dict(source="hf", path="checkpoints/Qwen/Qwen3-4B", dtype="bfloat16"),
@@ -92,7 +104,8 @@ def _multi_hop_qa(config):
       diagnostic_size=6, scoring_size=64, multi_step=False,
       selection_rules=("best_of", "strict"), strict_rounds=10, best_of_rounds=10,
       best_of_candidates=8, adaptation_diagnostic_size=6,
-      adapt_stages=("base", "grpo"), context_budget_tokens=16_000, reward=REWARD)
+      adapt_stages=("base", "grpo"), context_budget_tokens=16_000, reward=REWARD,
+      search_answers="answers_and_documents")
 
 
 def get_config(arg: str = ""):
@@ -137,14 +150,14 @@ def smoke(config):
   config.harness_learning.update(
       proposer_model=dict(presets.tiny_model(), seed=1), proposer_tokenizer="byte",
       proposer_training=dict(optimizer=dict(learning_rate=1e-3, warmup_steps=0),
-                             row_length=3584, samples_per_step=8,
+                             row_length=4096, samples_per_step=8,
                              sampler=dict(max_slots=8, steps_per_call=16,
-                                          max_cache_length=3584)),
+                                          max_cache_length=4096)),
       proposer_sampling=dict(max_tokens=32, temperature=1.0),
       teachers=(dict(proposer="edit_library"),), sft_domains=(), grpo_domains=(),
       demonstration_contexts=2, teacher_candidates=2, sft_epochs=1, grpo_steps=1,
       contexts_per_step=1, num_candidates=2, diagnostic_size=2, scoring_size=2,
       strict_rounds=1, best_of_rounds=1, best_of_candidates=2, adaptation_diagnostic_size=0,
-      adapt_stages=("grpo",), context_budget_tokens=2800)
+      adapt_stages=("grpo",), context_budget_tokens=3300)  # byte tokens
   config.loop.update(filter_zero_advantage=False, checkpoint_every_steps=1)
   return config

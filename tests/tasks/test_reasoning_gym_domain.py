@@ -41,3 +41,28 @@ def test_metrics_full_credit_rate():
 def test_rest_of_pool_is_refused():
   with pytest.raises(ValueError, match="give every split a size"):
     tasks.get_domain("reasoning_gym:chain_sum", split_sizes={"weight": -1})
+
+
+def test_python_tool_runs_code_in_the_sandbox_and_returns_tracebacks():
+  domain = tasks.get_domain("reasoning_gym:chain_sum", split_sizes=SMALL)
+  python = domain.tools(domain.splits()["test"][0])["python"]
+  assert "tools.python(code)" in domain.description and "fractions" in domain.description
+  assert python("from fractions import Fraction\nprint(Fraction(6, 4))") == "3/2\n"
+  failed = python("print(1 // 0)")
+  assert failed.startswith("Traceback (most recent call last)")
+  assert "ZeroDivisionError" in failed
+  assert python("x = 1") == "(no output; status ok)"
+  # The confinement of a harness episode: no modules beyond the list, no files outside.
+  assert "ImportError: import of 'os' is refused" in python("import os")
+  assert "PermissionError" in python("print(open('/etc/passwd').read())")
+
+
+def test_python_calls_per_episode_metric():
+  domain = tasks.get_domain("reasoning_gym:chain_sum", split_sizes=SMALL)
+  from whale_jax.harness import trajectory as trajectory_lib
+  event = trajectory_lib.ToolEvent("python", {"code": "print(1)"}, "1\n", "", 0.0, 0.1)
+  trajectories = [trajectory_lib.Trajectory("e0", "t0", "h", "ok", answer="1",
+                                            tool_events=[event, event]),
+                  trajectory_lib.Trajectory("e1", "t1", "h", "ok", answer="2")]
+  metrics = domain.metrics([None] * 2, trajectories, [1.0, 0.0])
+  assert metrics["python_calls_per_episode"] == 1.0

@@ -15,6 +15,7 @@ from whale_jax.harness.program import Harness
 from whale_jax.harness.runtime import HarnessRuntime
 from whale_jax.harness.scripted_backend import ScriptedBackend
 from whale_jax.sampling.api import SamplingParams
+from whale_jax.tasks import seed_harnesses
 from whale_jax.tokenization import load_tokenizer
 
 TOKENIZER = load_tokenizer("byte")
@@ -153,6 +154,67 @@ def test_searchqa_from_files_with_a_bm25_corpus(tmp_path):
             "</parameter></function></tool_call>")
   _, scores = run_seed_harness(domain, [instance], reply)
   assert scores == [1.0]
+
+
+# ---------------------------------------------------------------- Harness Learning's QA seed
+
+def two_hop_reader(prompt):
+  """A scripted reader for "Where was the founder of X born?": it finds the founder in the
+  first passages, asks for them next, finds their birthplace in the second passages, and
+  answers from the summaries alone."""
+  prompt = last_user_message(prompt)
+  if "NEXT QUERY" in prompt:
+    company, founder = re.search(r"(\w+) was founded by (\w+)", prompt).groups()
+    return (f"<think>The founder.</think>{company} was founded by {founder}.\n"
+            f"NEXT QUERY: {founder}")
+  if "Summarize what these passages add" in prompt:
+    founder = re.search(r'searching for "(\w+)"', prompt).group(1)
+    birthplace = re.search(founder + r" was born in (\w+)", prompt).group(1)
+    return f"{founder} was born in {birthplace}."
+  return "<answer>" + re.search(r"was born in (\w+)", prompt).group(1) + "</answer>"
+
+
+def test_searchqa_two_hop_seed_searches_twice_and_answers_from_the_summaries():
+  domain = tasks.get_domain("synthetic_qa", seed=0, split_sizes=SMALL,
+                            seed_harness="searchqa_two_hop")
+  assert domain.seed_harness == seed_harnesses.source("searchqa_two_hop")
+  instance = next(i for split in domain.splits().values() for i in split
+                  if i.public["question"].startswith("Where was the founder of"))
+  assert len(instance.reference["supporting_ids"]) == 2   # a two-hop question
+  [trajectory], scores = run_seed_harness(domain, [instance], two_hop_reader)
+  assert scores == [1.0] and trajectory.num_turns == 3
+  question = instance.public["question"]
+  first, second = trajectory.tool_events
+  founder = re.search(r"was founded by (\w+)", first.result).group(1)
+  assert first.arguments == {"query": question, "topk": 3, "max_doc_tokens": 200}
+  assert second.arguments == {"query": founder, "topk": 3, "max_doc_tokens": 200}
+  prompts = [last_user_message(TOKENIZER.decode(c.prompt_token_ids)) for c in trajectory.calls]
+  assert first.result in prompts[0] and second.result in prompts[1]
+  # The first summary goes on without its NEXT QUERY line or thinking.
+  assert f"was founded by {founder}." in prompts[1]
+  assert "NEXT QUERY:" not in prompts[1] and "<think>" not in prompts[1]
+  # The answer call sees the two summaries and no passages.
+  assert f"was founded by {founder}." in prompts[2] and f"{founder} was born in" in prompts[2]
+  assert "Doc 1 (Title:" not in prompts[2]
+
+
+def test_searchqa_two_hop_seed_without_next_query_searches_the_question_again(tmp_path):
+  corpus = tmp_path / "corpus.jsonl"
+  corpus.write_text(json.dumps({"id": "1", "contents": "\"Zorvik\"\nZorvik is the capital of "
+                                                     "Quelland."}) + "\n")
+  questions = tmp_path / "test.jsonl"
+  questions.write_text(json.dumps({"id": "t0", "question": "What is the capital of Quelland?",
+                                   "golden_answers": ["Zorvik"]}) + "\n")
+  domain = tasks.get_domain("searchqa", split_questions={"test": str(questions)},
+                            corpus=str(corpus), split_sizes={"test": 1},
+                            seed_harness="searchqa_two_hop")
+  [instance] = domain.splits()["test"]
+  # No NEXT QUERY line, and a final reply without an <answer> tag (the seed wraps it).
+  [trajectory], scores = run_seed_harness(
+      domain, [instance], lambda prompt: "Zorvik" if "two summaries" in prompt else "Zorvik.")
+  assert scores == [1.0] and trajectory.answer == "<answer>Zorvik</answer>"
+  assert [e.arguments["query"] for e in trajectory.tool_events] == [
+      instance.public["question"]] * 2
 
 
 # ---------------------------------------------------------------- math

@@ -36,6 +36,13 @@ Phases, in order (run.state.phase); "adapt_<stage>" follows each stage in adapt_
                   Each adapted harness gets its test mean@k (loop.evaluate_test); the seed
                   harness's is measured before the first phase.
 
+Execution reports (search_answers): the diagnostic episodes, and for each diagnostic task
+outside the validation and test splits what search_answers shows of its reference ("none",
+"answers", or "answers_and_documents", the default: the gold answers and supporting
+documents, as the paper's QA reports). The validation and test splits' gold answers are
+replaced by a mark wherever they would appear in a report (strings of 6 characters or more),
+so validation diagnostics (adaptation_diagnostic_size > 0) show their episodes, not their gold.
+
 Tasks: a training context draws diagnostic_size diagnostic and scoring_size scoring tasks
 (disjoint; diagnostic_size 0 lets the scoring tasks serve as diagnostics) from the weight
 split of one training domain, the domains taken in turn (sft_domains, grpo_domains: domain
@@ -79,6 +86,11 @@ Departures from the paper:
     as the paper does.
   - GRPO hyper-parameters (learning rate, KL, clipping, batch, steps) and the training task
     lists are not in the paper; the configs' values are choices.
+  - Reports show gold only for diagnostics outside the validation and test splits. With
+    adaptation_diagnostic_size > 0 (the QA variant) the feedback problems come from the
+    validation split, so their reports carry episodes without gold, where the paper's six
+    feedback problems show gold answers and supporting documents. SearchQA's "supporting
+    documents" are the reference's supporting_ids (passage ids), not passage text.
 """
 import dataclasses
 import json
@@ -263,6 +275,13 @@ def training_tasks(run, hl_config, domain, phase, index):
   return diagnostic, scoring
 
 
+def held_out(domain):
+  """The validation and test instances of domain: an execution report never shows their
+  references (revision_context's held_out)."""
+  splits = domain.splits()
+  return [*splits.get("validation", ()), *splits.get("test", ())]
+
+
 def _evaluate(run, domain):
   return search_evaluation.make_evaluate(run.runtime, domain, run.sampling,
                                          weights_id=run.policy.weights_id)
@@ -285,7 +304,8 @@ def _training_context(run, hl_config, proposer, domain, current, diagnostic, sco
   evaluate = _evaluate(run, domain)
   context, archive, report = revision_lib.revision_context(
       directory, domain, current, diagnostic, evaluate, run.loop.seed, iteration,
-      hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind, hl_config.rewards)
+      hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind, hl_config.rewards,
+      search_answers=hl_config.search_answers, held_out=held_out(domain))
   rollouts, baseline = report.rollouts, None
   if need_baseline and scoring is diagnostic:
     baseline = report.success_rate
@@ -455,7 +475,8 @@ def adapt(run, hl_config, proposer, stage, rule):
     context, archive, report = revision_lib.revision_context(
         directory, run.domain, state.current, diagnostic, evaluate, seed, index + 2,
         hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind,
-        hl_config.rewards, report=report)
+        hl_config.rewards, report=report, search_answers=hl_config.search_answers,
+        held_out=held_out(run.domain))
     rollouts = report.rollouts
     if state.current_score is None:
       if shared:

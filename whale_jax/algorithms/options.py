@@ -238,6 +238,9 @@ class HarnessLearningConfig:
     adapt_stages: after which of "base", "sft", "grpo" to adapt.
     context_budget_tokens: the proposer context's size, in proposer tokens.
     reward: reward_lib.RewardConfig fields (the executability bonus).
+    search_answers: what of the diagnostic tasks' references the execution reports show,
+      one of SEARCH_ANSWER_MODES ("answers_and_documents": the paper's reports, with gold
+      answers and supporting documents); never for validation or test tasks.
   """
   kind: str = "patch"
   proposer_model: dict = dataclasses.field(default_factory=dict)
@@ -265,8 +268,10 @@ class HarnessLearningConfig:
   adapt_stages: tuple = ("grpo",)
   context_budget_tokens: int = 16_000
   reward: dict = dataclasses.field(default_factory=dict)
+  search_answers: str = "answers_and_documents"  # = archive_view.SEARCH_ANSWERS_BY_RECIPE's
 
   def __post_init__(self):
+    _one_of("config.harness_learning.search_answers", self.search_answers, SEARCH_ANSWER_MODES)
     for name in ("teachers", "sft_domains", "grpo_domains", "selection_rules", "adapt_stages"):
       value = getattr(self, name)
       single = isinstance(value, (str, dict))

@@ -28,16 +28,24 @@ estimated as ceil(characters / 4); each message adds MESSAGE_OVERHEAD_TOKENS for
 template framing. Episodes are rendered from their trajectories: for each llm call, the
 messages the harness added since the previous call (each cut to MAX_MESSAGE_CHARS, middle
 elided) and the model's reply; then tool calls, the answer and any error. Reference answers
-are never shown.
+are shown only where the caller passes them (`references`: Harness Learning's execution
+reports, whose search_answers setting gives the gold answers, or the whole reference with
+supporting documents, of the search-split diagnostic tasks): one "[reference, ...]" line
+under an episode's header, cut to MAX_REFERENCE_CHARS. Every string in `withheld` (e.g. the
+held-out splits' gold answers) is replaced by archive_view.WITHHELD_MARK in sections 3-7, as in
+the agentic proposer's archive view; sections 1-2 (the domain's description and the current
+code, which patches must match) are left as they are.
 """
 import dataclasses
 import difflib
 import hashlib
+import json
 import math
 import textwrap
 
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
+from whale_jax.search import archive_view
 from whale_jax.search import prompt_only as prompt_only_lib
 from whale_jax.search import proposal as proposal_lib
 
@@ -73,6 +81,7 @@ CHARS_PER_TOKEN = 4
 MIN_SECTION_TOKENS = 48
 MAX_MESSAGE_CHARS = 600
 MAX_EPISODE_CHARS = 4000
+MAX_REFERENCE_CHARS = 1200
 MAX_SCORE_ROWS = 30
 CUT_MARK = "\n[... cut]"
 
@@ -163,10 +172,14 @@ def _elide(text, max_chars):
   return f"{text[:half]} [... {len(text) - 2 * half} characters ...] {text[-half:]}"
 
 
-def render_episode(trajectory, score, max_chars=MAX_EPISODE_CHARS):
-  """One episode as compact text (at most about max_chars characters)."""
+def render_episode(trajectory, score, max_chars=MAX_EPISODE_CHARS, reference=None):
+  """One episode as compact text (at most about max_chars characters), with the task's
+  reference under the header when one is given (never shown to the harness itself)."""
   lines = [f"### task {trajectory.task_id}: score {score:g}, outcome {trajectory.outcome}, "
            f"{trajectory.num_turns} llm call(s)"]
+  if reference is not None:
+    text = json.dumps(reference, sort_keys=True, default=str)
+    lines.append(f"[reference, not visible to the harness] {_elide(text, MAX_REFERENCE_CHARS)}")
   shown = 0
   for index, call in enumerate(trajectory.calls):
     if call.method == "chat" and isinstance(call.messages, list):
@@ -241,13 +254,14 @@ def _archived_episodes(archive, candidate_id):
           if row["task_id"] in by_task]
 
 
-def _episodes(episodes, failing, count, iteration, title):
+def _episodes(episodes, failing, count, iteration, title, references):
   picked = [(t, score) for t, score in episodes if (score < 1.0) == failing]
   if not picked or count <= 0:
     return ""
   start = (iteration * count) % len(picked)     # show different episodes each iteration
   picked = (picked[start:] + picked[:start])[:count]
-  return f"## {title}\n" + "\n\n".join(render_episode(t, score) for t, score in picked)
+  return f"## {title}\n" + "\n\n".join(
+      render_episode(t, score, reference=references.get(t.task_id)) for t, score in picked)
 
 
 # ---- Fitting ------------------------------------------------------------------------------
@@ -271,7 +285,8 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
                   tokenizer=None, prompt_only=False,
                   allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
                   max_lines=static_checks.DEFAULT_MAX_LINES, num_failing=5, num_succeeding=2,
-                  num_best=3, num_recent=6, episodes=None, session=""):
+                  num_best=3, num_recent=6, episodes=None, session="", references=None,
+                  withheld=()):
   """The ProposerContext for one iteration (see the module docstring).
 
   Args:
@@ -279,6 +294,10 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
     session: the search's name (ProposerContext.session).
     episodes: [(Trajectory, score)] to show instead of the incumbent's archived episodes
       (e.g. the trajectories of a weight-update block, for a VACE-style proposal).
+    references: {task id: what of its reference to show} (archive_view.shown_reference of
+      search-split tasks only); an episode whose task is absent shows none.
+    withheld: strings never to show in sections 3-7 (e.g. the held-out splits' gold answers;
+      archive_view.MIN_WITHHELD_CHARS applies).
   """
   incumbent_record = archive.get(incumbent_id)
   incumbent_source = archive.source(incumbent_id)
@@ -305,12 +324,14 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
       _score_table(candidates, incumbent_id),
       _recent_reports(candidates, num_recent),
       _episodes(episodes, True, num_failing, iteration,
-                "Failing episodes of the current harness"),
+                "Failing episodes of the current harness", references or {}),
       "## Best other candidates, as diffs against the current harness\n" + "\n\n".join(diffs)
       if diffs else "",
       _episodes(episodes, False, num_succeeding, iteration,
-                "Succeeding episodes of the current harness"),
+                "Succeeding episodes of the current harness", references or {}),
   ]
+  scrubber = archive_view.ArchiveView({}, withheld)
+  optional = [scrubber.scrub(part) for part in optional]
   separator_tokens = count_tokens("\n\n", tokenizer)
   fixed = (count_tokens(system, tokenizer) + 2 * MESSAGE_OVERHEAD_TOKENS +
            sum(count_tokens(part, tokenizer) + separator_tokens for part in required) +

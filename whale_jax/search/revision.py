@@ -8,7 +8,10 @@
   revisions[i].parsed, .applied, .completed_fraction, .score, .reward, .source
 
 A revision (SPEC 3.1): the current harness runs on diagnostic tasks, whose episodes are the
-execution report (wrong answers, errors, model calls). The proposer's context is
+execution report (wrong answers, errors, model calls, tool calls with their results, and,
+with search_answers, the gold answers or whole references of the diagnostic tasks outside
+the held-out splits: SPEC 3.4's reports with gold answers and supporting documents; the
+held-out splits' gold answers are withheld). The proposer's context is
 whale_jax.search.context.build_context over an archive that holds only the current harness
 (c0000, scored on the diagnostic tasks) — the task description, the current code with its
 score, failing and succeeding episodes — under this module's system message (INSTRUCTIONS,
@@ -45,6 +48,7 @@ from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.search import archive as archive_lib
+from whale_jax.search import archive_view
 from whale_jax.search import candidate_check
 from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib
@@ -173,9 +177,16 @@ def instructions(kind, allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
                              reply_format=REPLY_FORMATS[kind])
 
 
+def _gold_strings(instances):
+  """The strings of the gold answers of instances (archive_view's "answers" view)."""
+  return archive_view.reference_strings(
+      [dataclasses.replace(instance, reference=archive_view.shown_reference(instance, "answers"))
+       for instance in instances])
+
+
 def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, seed, iteration,
                      budget_tokens, tokenizer=None, kind="patch", config=reward_lib.RewardConfig(),
-                     report=None):
+                     report=None, search_answers="none", held_out=()):
   """The proposer's context for revising current_source; returns (context, archive, report).
 
   Args:
@@ -185,9 +196,20 @@ def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, 
     evaluate: evaluate(harness, instances, keys) -> Evaluation.
     report: an Evaluation of current_source on `diagnostic` to reuse (costs no rollouts).
     budget_tokens: the context's token budget (counted with tokenizer).
+    search_answers: what of the diagnostic tasks' references the report shows (one of
+      archive_view.SEARCH_ANSWER_MODES: "none", "answers", "answers_and_documents").
+    held_out: the instances of the held-out splits (validation, test): a diagnostic task
+      among them never shows its reference, and their gold answers (what "answers" would
+      show of their references; not the public question a reference may repeat) are
+      withheld wherever an episode would show them (context.build_context's withheld).
   Returns:
     the ProposerContext, the Archive (holding c0000) and the report (its .rollouts were run now).
   """
+  archive_view.check_search_answers(search_answers)
+  held_out_ids = {instance.id for instance in held_out}
+  references = {instance.id: archive_view.shown_reference(instance, search_answers)
+                for instance in diagnostic
+                if instance.id not in held_out_ids and search_answers != "none"}
   shutil.rmtree(archive_dir, ignore_errors=True)
   archive = archive_lib.Archive(archive_dir)
   harness = program.Harness(current_source, origin="incoming")
@@ -207,7 +229,8 @@ def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, 
       archive, "c0000", domain.name, domain.description, iteration,
       budget_tokens + context_lib.count_tokens(default_system, tokenizer) -
       context_lib.count_tokens(system, tokenizer), tokenizer=tokenizer,
-      allowed_imports=domain.allowed_imports, max_lines=config.max_lines)
+      allowed_imports=domain.allowed_imports, max_lines=config.max_lines,
+      references=references, withheld=_gold_strings(held_out))
   messages = ({"role": "system", "content": system}, context.messages[-1])
   context = dataclasses.replace(
       context, messages=messages, budget_tokens=budget_tokens,

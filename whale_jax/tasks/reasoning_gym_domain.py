@@ -4,11 +4,20 @@
   domain = tasks.get_domain("reasoning_gym:chain_sum")
 
 Instances: public {"question"}; reference = the dataset entry (question, answer, metadata),
-which the scorer `dataset.score_answer(answer, entry)` reads. No tools: the seed harness is
-a single direct model call, as in Harness Learning. Extra keyword arguments go to
+which the scorer `dataset.score_answer(answer, entry)` reads. Extra keyword arguments go to
 reasoning_gym.create_dataset (each dataset's config, e.g. min_terms=2 for chain_sum).
+Tool: python(code) -> str, the harness's sandboxed interpreter
+(whale_jax.harness.tools.python_interpreter: a fresh confined process per call, the
+confinement of a harness episode): what the code printed, stdout then stderr, so a program
+that raised returns its traceback. It is there for the interpreter loops Harness Learning's
+proposer writes (emit code, run it, read the output or traceback, retry); the seed harness
+is a single direct model call, as in Harness Learning, and does not use it.
+Extra metrics: full_credit_rate, python_calls_per_episode.
 """
+import textwrap
+
 from whale_jax.harness import static_checks
+from whale_jax.harness.tools import python_interpreter
 from whale_jax.tasks import behaviour
 from whale_jax.tasks import seed_harnesses
 from whale_jax.tasks import splits as splits_lib
@@ -16,10 +25,15 @@ from whale_jax.tasks.domain import Domain
 from whale_jax.tasks.domain import Instance
 
 DEFAULT_SPLIT_SIZES = {"weight": 256, "harness": 25, "validation": 25, "test": 75}
+CODE_IMPORTS = textwrap.fill(
+    "The code may import " + ", ".join(python_interpreter.DEFAULT_ALLOWED_IMPORTS) + ".", 92)
 DESCRIPTION = """\
 Task: a Reasoning Gym puzzle from the dataset "{dataset}". The question states the task and,
 often, the exact answer format required.
-task = {"question": str}. No tools are offered.
+task = {"question": str}.
+tools.python(code) -> str: runs Python code in a fresh sandbox and returns what it printed
+(stdout, then stderr: the traceback if it raised).
+{code_imports}
 run must return only the final answer, in the format the question asks for (no explanation
 around it): the dataset's own scorer compares it to the reference and may give partial credit
 (a score between 0 and 1).
@@ -32,8 +46,13 @@ def dataset_names():
   return sorted(factory.DATASETS)
 
 
-def reasoning_gym_domain(dataset, seed=0, split_sizes=None, **dataset_config):
-  """The reasoning-gym dataset `dataset` with seeded disjoint splits."""
+def reasoning_gym_domain(dataset, seed=0, split_sizes=None, code_timeout_seconds=10.0,
+                         **dataset_config):
+  """The reasoning-gym dataset `dataset` with seeded disjoint splits.
+
+  Args:
+    code_timeout_seconds: the wall-clock limit of one tools.python call.
+  """
   import reasoning_gym
   if dataset not in dataset_names():
     raise ValueError(f"reasoning-gym has no dataset {dataset!r}; choose one of "
@@ -64,11 +83,16 @@ def reasoning_gym_domain(dataset, seed=0, split_sizes=None, **dataset_config):
     result = behaviour.episode_metrics(
         trajectories, scores, lambda answer: isinstance(answer, str) and bool(answer.strip()))
     result["full_credit_rate"] = sum(score >= 1.0 for score in scores) / max(len(scores), 1)
+    result["python_calls_per_episode"] = sum(
+        len(behaviour.tool_events(t, "python")) for t in trajectories) / max(len(trajectories), 1)
     return result
 
-  config = {"dataset": dataset, "seed": seed, "split_sizes": split_sizes, **dataset_config}
+  python = python_interpreter.python_tool(timeout_seconds=code_timeout_seconds)
+  config = {"dataset": dataset, "seed": seed, "split_sizes": split_sizes,
+            "code_timeout_seconds": code_timeout_seconds, **dataset_config}
   return Domain(name=f"reasoning_gym:{dataset}",
-                description=DESCRIPTION.replace("{dataset}", dataset),
+                description=DESCRIPTION.replace("{dataset}", dataset).replace(
+                    "{code_imports}", CODE_IMPORTS),
                 seed_harness=seed_harnesses.source("reasoning_gym"), splits=make_splits,
-                verify=verify, tools=lambda instance: {}, metrics=metrics,
+                verify=verify, tools=lambda instance: {"python": python}, metrics=metrics,
                 allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config)

@@ -38,6 +38,7 @@ from whale_jax.tasks.record_files import as_paths
 MAX_TOPK = 10
 MAX_DOC_TOKENS = 1000
 VERIFIERS = ("exact_match", "f1", "judge")
+QA_SEED_HARNESSES = ("searchqa", "searchqa_compact", "searchqa_two_hop")  # seed_harnesses/
 DEFAULT_SPLIT_SIZES = {"weight": -1, "harness": 64, "validation": 64, "test": 128}
 DESCRIPTION = """\
 Task: answer factual questions, many of which need two hops of reasoning (find an entity, then
@@ -139,8 +140,8 @@ def qa_metrics(instances, trajectories, scores):
 
 
 def _qa_domain(name, make_splits, retrieve, verifier, judge, config, seed_harness="searchqa"):
-  if seed_harness not in ("searchqa", "searchqa_compact"):
-    raise ValueError(f"seed_harness={seed_harness!r}; use 'searchqa' or 'searchqa_compact'.")
+  if seed_harness not in QA_SEED_HARNESSES:
+    raise ValueError(f"seed_harness={seed_harness!r}; use one of {QA_SEED_HARNESSES}.")
   verify = _scorer(verifier, judge)
   search = search_tool(retrieve)
   counts = getattr(judge, "counts", None) if verifier == "judge" else None
@@ -193,7 +194,7 @@ def _draw_per_file(split, paths, per_file, seed):
 
 def searchqa_domain(questions=None, split_questions=None, corpus=None, retrieval_urls=None,
                     split_sizes=None, seed=0, verifier="exact_match", judge=None,
-                    per_file_sizes=None):
+                    per_file_sizes=None, seed_harness="searchqa"):
   """SearchQA over question files the researcher brings (see qa_files for the layouts).
 
   Args:
@@ -209,6 +210,8 @@ def searchqa_domain(questions=None, split_questions=None, corpus=None, retrieval
       their files (the split's size is then n x files; WHALE's test: 100 of each of 7).
       Instance ids start with the file's stem, so per-file scores can be read back
       (loop.per_subset_means).
+    seed_harness: one of QA_SEED_HARNESSES: "searchqa" (WHALE's h0), "searchqa_compact"
+      (the same loop in fewer tokens) or "searchqa_two_hop" (Harness Learning's QA seed).
   """
   per_file_sizes = dict(per_file_sizes or {})
   for split, per_file in per_file_sizes.items():
@@ -248,8 +251,9 @@ def searchqa_domain(questions=None, split_questions=None, corpus=None, retrieval
                                 for k, v in (split_questions or {}).items()},
             "corpus": os.fspath(corpus) if corpus is not None else None,
             "retrieval_urls": retrieval_urls, "split_sizes": split_sizes, "seed": seed,
-            "verifier": verifier, "per_file_sizes": per_file_sizes}
-  return _qa_domain("searchqa", make_splits, retrieve, verifier, judge, config)
+            "verifier": verifier, "per_file_sizes": per_file_sizes,
+            "seed_harness": seed_harness}
+  return _qa_domain("searchqa", make_splits, retrieve, verifier, judge, config, seed_harness)
 
 
 class _LazyBM25:
@@ -272,8 +276,9 @@ def synthetic_qa_domain(seed=0, split_sizes=None, verifier="exact_match", judge=
 
   Args:
     seed: seeds both the world and the splits.
-    seed_harness: "searchqa" (WHALE's h0) or "searchqa_compact" (the same loop in fewer
-      tokens, with short passages, for tiny models).
+    seed_harness: "searchqa" (WHALE's h0), "searchqa_compact" (the same loop in fewer
+      tokens, with short passages, for tiny models) or "searchqa_two_hop" (Harness
+      Learning's fixed two-hop program).
     world: num_countries, num_cities, num_companies, num_people for generate_world.
   """
   split_sizes = dict(DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes)

@@ -5,8 +5,8 @@ modules a harness may import. They are never imported by the package; they run i
 """
 import importlib.resources
 
-NAMES = ("searchqa", "searchqa_compact", "math", "chess", "reasoning_gym", "docqa",
-         "docqa_compact", "toolflow", "toolflow_compact")
+NAMES = ("searchqa", "searchqa_compact", "searchqa_two_hop", "math", "chess", "reasoning_gym",
+         "docqa", "docqa_compact", "toolflow", "toolflow_compact")
 
 
 def source(name):
