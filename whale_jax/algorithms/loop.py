@@ -34,8 +34,6 @@ import dataclasses
 import math
 import os
 import time
-import types
-import typing
 
 from absl import logging
 import jax
@@ -43,6 +41,7 @@ import numpy as np
 import tqdm
 
 from whale_jax import atomic_files
+from whale_jax import typed_config
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
@@ -198,47 +197,7 @@ class LoopState:
   @classmethod
   def from_json(cls, value):
     """The state a checkpoint holds, as dataclasses; a key a class lacks is refused."""
-    return _from_json(cls, value, "loop")
-
-
-def _from_json(kind, value, path):
-  """value (parsed JSON) as the annotated type kind: dataclasses, list[T], tuple[T, ...],
-  dict[str, T] and T | None are rebuilt, the rest is taken as it is. path names the value in
-  errors (loop.harness_learning.adaptation['grpo_strict'].round)."""
-  origin, arguments = typing.get_origin(kind), typing.get_args(kind)
-  if dataclasses.is_dataclass(kind):
-    if not isinstance(value, dict):
-      raise ValueError(f"The checkpoint's {path} is {value!r:.80} where a {kind.__name__} "
-                       "object belongs; was it written by another version of whale_jax?")
-    fields = {field.name: field for field in dataclasses.fields(kind)}
-    unknown = sorted(set(value) - set(fields))
-    missing = sorted(name for name, field in fields.items() if name not in value and
-                     field.default is dataclasses.MISSING and
-                     field.default_factory is dataclasses.MISSING)
-    if unknown or missing:
-      problems = ([f"keys {unknown} that {kind.__name__} lacks"] if unknown else []) + (
-          [f"no {missing}"] if missing else [])
-      raise ValueError(
-          f"The checkpoint's {path} has {' and '.join(problems)} (a {kind.__name__} has "
-          f"{sorted(fields)}); it was written by another version of whale_jax: resume it "
-          "with that version, or start over in a new workdir.")
-    hints = typing.get_type_hints(kind)
-    return kind(**{name: _from_json(hints[name], item, f"{path}.{name}")
-                   for name, item in value.items()})
-  if value is None:
-    return None
-  if origin in (types.UnionType, typing.Union):
-    (inner,) = [argument for argument in arguments if argument is not type(None)]
-    return _from_json(inner, value, path)
-  if origin is list:
-    return [_from_json(arguments[0], item, f"{path}[{i}]") for i, item in enumerate(value)]
-  if origin is tuple:
-    return tuple(_from_json(argument, item, f"{path}[{i}]")
-                 for i, (argument, item) in enumerate(zip(arguments, value)))
-  if origin is dict:
-    return {key: _from_json(arguments[1], item, f"{path}[{key!r}]")
-            for key, item in value.items()}
-  return value
+    return typed_config.read(cls, value, "loop", source="checkpoint")
 
 
 @dataclasses.dataclass
