@@ -30,7 +30,6 @@ that says what finished. --total_seconds bounds the whole run and --measure_seco
 measurements; a section that cannot start within its budget is skipped, saying so.
 """
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -39,6 +38,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -142,16 +142,27 @@ class Report:
     return entry
 
 
-def _run_process(command, timeout_seconds, environment, log_path=None):
-  """(return code, or None when stopped at the timeout; seconds). The command runs in a
-  session of its own; at the timeout, or when this process is stopped, its whole process
-  group is stopped too (SIGTERM, then SIGKILL)."""
+def _run_process(command, timeout_seconds, environment, log_path, echo=False):
+  """(return code, or None when stopped at the timeout; seconds). Output goes to log_path
+  (and, with echo, to this process's stdout as well). The command runs in a session of its
+  own; at the timeout, or when this process is stopped, its whole process group is stopped
+  too (SIGTERM, then SIGKILL)."""
   start = time.time()
-  with contextlib.ExitStack() as stack:
-    log = stack.enter_context(open(log_path, "w", encoding="utf-8")) if log_path else None
-    process = subprocess.Popen(command, cwd=REPO, env=environment, stdout=log,
-                               stderr=subprocess.STDOUT if log else None,
-                               start_new_session=True)
+  with open(log_path, "w", encoding="utf-8") as log:
+    process = subprocess.Popen(command, cwd=REPO, env=environment, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+
+    def copy():
+      for line in iter(process.stdout.readline, b""):
+        text = line.decode(errors="replace")
+        log.write(text)
+        log.flush()
+        if echo:
+          sys.stdout.write(text)
+          sys.stdout.flush()
+
+    copier = threading.Thread(target=copy, daemon=True)
+    copier.start()
     try:
       returncode = process.wait(timeout=max(timeout_seconds, 1.0))
     except subprocess.TimeoutExpired:
@@ -165,6 +176,7 @@ def _run_process(command, timeout_seconds, environment, log_path=None):
           process.wait(timeout=15)
         except (ProcessLookupError, subprocess.TimeoutExpired):
           pass
+      copier.join(timeout=5)  # a grandchild still holding the pipe must not hold us
   return returncode, time.time() - start
 
 
@@ -241,17 +253,22 @@ def orchestrate(settings, out, argv, smoke):
   environment = dict(os.environ)
   environment["PYTHONPATH"] = os.pathsep.join(
       [REPO] + [p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p])
+  environment["PYTHONUNBUFFERED"] = "1"  # a process stopped at its timeout leaves its output
   # Sections start only with their budget left before measure_deadline; the process is
   # stopped only if the last one overruns it by more than 30 s (less when the whole budget
   # is short).
   measure_deadline = min(started + settings.measure_seconds, deadline - 5)
   stop_at = min(measure_deadline + 30, max(measure_deadline, deadline - 35))
+  log_path = os.path.splitext(out)[0] + "_measure.log"
   returncode, seconds = _run_process(
       [sys.executable, os.path.join(REPO, "bench", "accelerator_measure.py"), f"--out={out}",
-       f"--deadline_unix={measure_deadline}"], stop_at - time.time(), environment)
+       f"--deadline_unix={measure_deadline}"], stop_at - time.time(), environment, log_path,
+      echo=True)
   report = Report.read(out)
   report.value["measure_process"] = dict(returncode=returncode, seconds=round(seconds, 2),
-                                         timed_out=returncode is None)
+                                         timed_out=returncode is None, log_path=log_path)
+  if returncode != 0:
+    report.value["measure_process"]["log_tail"] = _tail(log_path)
   for name in MEASURE_SECTIONS:
     entry = report.value["sections"][name]
     if entry["status"] == "not_reached":

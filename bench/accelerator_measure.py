@@ -15,6 +15,7 @@ unmasked, as PaLM does. A decode step must read at least every weight once and e
 keys and values up to its context.
 """
 import argparse
+import importlib.metadata
 import os
 import platform
 import statistics
@@ -22,7 +23,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import jaxlib
 import numpy as np
 
 import accelerator_check  # bench/, this script's folder
@@ -86,6 +86,12 @@ def _timed_runs(function, repeats, deadline):
   return times
 
 
+def _jax_distributions():
+  """{name: version} of the installed jax, jaxlib and plugin (jax-cuda13-plugin, ...)."""
+  return {dist.metadata["Name"]: dist.version for dist in importlib.metadata.distributions()
+          if (dist.metadata["Name"] or "").lower().replace("_", "-").startswith("jax")}
+
+
 class Measurements:
   """One method per section; each returns the section's fields (its deadline: when its
   repeats stop, so that later sections keep their budgets)."""
@@ -109,7 +115,7 @@ class Measurements:
   def environment(self, _):
     return dict(platform=self.device.platform, device_kind=self.device.device_kind,
                 num_devices=jax.device_count(), jax_version=jax.__version__,
-                jaxlib_version=jaxlib.__version__, python_version=platform.python_version(),
+                jax_distributions=_jax_distributions(), python_version=platform.python_version(),
                 cpu_count=os.cpu_count(),
                 device_memory_bytes=(self.device.memory_stats() or {}).get("bytes_limit"),
                 load_average=[round(x, 2) for x in os.getloadavg()],
