@@ -25,8 +25,8 @@ This process never touches the device. It writes the JSON with the run's setting
 bench/accelerator_measure.py for the first five sections, and after that process has exited
 (and released the device) runs the demo in a process of its own. Every section records its
 status ("ok", "error", "skipped", "timeout", "not_reached"), wall seconds and load average;
-the JSON is rewritten atomically after every section, so a run cut short still leaves a file
-that says what finished. --total_seconds bounds the whole run and --measure_seconds the
+the JSON is rewritten atomically after every section (and decode's after each batch size:
+status "partial"), so a run cut short still leaves a file that says what finished. --total_seconds bounds the whole run and --measure_seconds the
 measurements; a section that cannot start within its budget is skipped, saying so.
 """
 import argparse
@@ -271,7 +271,7 @@ def orchestrate(settings, out, argv, smoke):
     report.value["measure_process"]["log_tail"] = _tail(log_path)
   for name in MEASURE_SECTIONS:
     entry = report.value["sections"][name]
-    if entry["status"] == "not_reached":
+    if entry["status"] in ("not_reached", "partial"):
       entry["reason"] = ("the measurement process was stopped at --measure_seconds"
                          if returncode is None else
                          f"the measurement process exited with status {returncode}")

@@ -216,6 +216,10 @@ class Measurements:
             batch_size=batch_size, prompt_length=prompt_length, seconds=first_seconds,
             tokens_per_second=prompt_tokens / first_seconds, flops=flops,
             mfu=flops / first_seconds / peak_flops if peak_flops else None))
+        # The rows so far, in case the process is stopped during the next batch size.
+        for name, section_rows in (("decode", rows), ("prefill", self.prefill_rows)):
+          self.report.value["sections"][name] = dict(status="partial", rows=section_rows)
+        self.report.write()
     return dict(rows=rows, device_peak_bytes_so_far=self._peak_bytes())
 
   def prefill(self, _):
