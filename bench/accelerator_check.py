@@ -26,8 +26,9 @@ bench/accelerator_measure.py for the first five sections, and after that process
 (and released the device) runs the demo in a process of its own. Every section records its
 status ("ok", "error", "skipped", "timeout", "not_reached"), wall seconds and load average;
 the JSON is rewritten atomically after every section (and decode's after each batch size:
-status "partial"), so a run cut short still leaves a file that says what finished. --total_seconds bounds the whole run and --measure_seconds the
-measurements; a section that cannot start within its budget is skipped, saying so.
+status "partial"), so a run cut short still leaves a file that says what finished.
+--total_seconds bounds the whole run and --measure_seconds the measurements; a section that
+cannot start within its budget is skipped, saying so.
 """
 import argparse
 import dataclasses
