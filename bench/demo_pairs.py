@@ -30,7 +30,7 @@ import numpy as np
 
 from whale_jax import atomic_files
 from whale_jax.algorithms import builders
-from whale_jax.algorithms import config_check
+from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.harness import Harness
@@ -143,7 +143,7 @@ def evaluate_pairs(config, run_dir, weights, harnesses, harness_files=(), max_qu
                    only=None):
   """{"weights/harness": {question id: mean}} for every pair (or only those named in only);
   see the module docstring."""
-  config_check.check(config, tempfile.gettempdir())
+  experiment_config.parse(config, tempfile.gettempdir())
   methods = [m for m in list(weights) + list(harnesses) if m not in ("start", "h0")]
   if methods and not run_dir:
     raise ValueError(f"Methods {methods} need --run=<a finished compare run's workdir>.")

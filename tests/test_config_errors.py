@@ -11,9 +11,9 @@ import time
 import pytest
 
 from tests.algorithms import tiny
-from whale_jax.algorithms import builders
 from whale_jax.algorithms import config_check
-from whale_jax.algorithms import options
+from whale_jax.algorithms import experiment_config
+from whale_jax.models import presets
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SMOKE = "--config=configs/whale.py:smoke"
@@ -31,6 +31,19 @@ WRONG_TYPE_IN_FILE = TYPO_IN_FILE.replace(
 MECHANISM_TYPO_IN_FILE = TYPO_IN_FILE.replace(
     "config.loop.sedd = 3",
     "config.search = dict(proposer='edit_library', mechanisms=('turn_budget', 'passage_lenght'))")
+
+SPLIT_TYPO_IN_FILE = TYPO_IN_FILE.replace(
+    "config.loop.sedd = 3", "config.domain.split_sizes = dict(weight=8, harness=4, "
+    "valdation=4, test=4)")
+PROPOSER_OPTIMIZER_IN_FILE = """from configs import harness_learning
+
+def get_config(arg=""):
+  config = harness_learning.get_config("smoke")
+  config.harness_learning.proposer_training = dict(optimizer=dict(learning_rate="1e-5"))
+  return config
+"""
+TEMPERATURE_IN_FILE = TYPO_IN_FILE.replace(
+    "config.loop.sedd = 3", "config.training.rsft_temperature = 0.7")
 
 CASES = {  # name: (arguments, files to write {name: text}, words the one line must hold)
     "typo_get_config_argument": (["--config=configs/whale.py:serachqa"], {},
@@ -60,6 +73,19 @@ CASES = {  # name: (arguments, files to write {name: text}, words the one line m
                            ["config.model.path='checkpoints/Qwen/Qwen3.5-2B'",
                             "does not exist"]),
     "workdir_is_a_file": ([SMOKE], {"taken": "not a directory"}, ["--workdir=", "is a file"]),
+    "typo_split_sizes": (["--config={tmp}/splits.py"], {"splits.py": SPLIT_TYPO_IN_FILE},
+                         ["config.domain.split_sizes['valdation'] is not a split",
+                          "did you mean 'validation'"]),
+    "proposer_optimizer_type": (["--config={tmp}/proposer.py"],
+                                {"proposer.py": PROPOSER_OPTIMIZER_IN_FILE},
+                                ["config.harness_learning.proposer_training.optimizer."
+                                 "learning_rate='1e-5' is str", "a number"]),
+    "mismatched_temperatures": (["--config={tmp}/temperature.py"],
+                                {"temperature.py": TEMPERATURE_IN_FILE},
+                                ["config.training.rsft_temperature=0.7",
+                                 "config.sampling.temperature=1.0",
+                                 "temperature the rollouts are sampled at",
+                                 "set both to the same value"]),
 }
 
 
@@ -89,7 +115,7 @@ def test_bad_config_is_refused_fast_in_one_line_leaving_nothing(name, tmp_path):
 
 
 def test_the_boundary_imports_no_jax():
-  code = ("import sys; from whale_jax.algorithms import config_check; "
+  code = ("import sys; from whale_jax.algorithms import experiment_config; "
           "print(sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))")
   process = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                            text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -108,7 +134,7 @@ def test_the_boundary_imports_no_jax():
      ["config.domain.mate_in_two_fractio", "did you mean 'mate_in_two_fraction'"]),
     ("model.num_layer", 2, ["config.model.num_layer", "did you mean 'num_layers'"]),
 ])
-def test_sections_checked_after_jax_name_the_key(key, value, words):
+def test_sections_of_every_layer_name_the_key(key, value, words, tmp_path):
   config = tiny.tiny_config("whale")
   config.domain.name = "chess"
   node = config
@@ -117,21 +143,21 @@ def test_sections_checked_after_jax_name_the_key(key, value, words):
     node = node[parent]
   node[leaf] = value
   with pytest.raises(config_check.ConfigError) as caught:
-    builders.check_sections(config)
+    experiment_config.parse(config, str(tmp_path / "run"))
   message = str(caught.value)
   assert "\n" not in message
   for word in words:
     assert word in message, (word, message)
 
 
-def test_a_judge_verifier_without_a_judge_section_is_refused():
+def test_a_judge_verifier_without_a_judge_section_is_refused(tmp_path):
   config = tiny.tiny_config("whale")
   config.domain.verifier = "judge"
   with pytest.raises(config_check.ConfigError, match=r"config\.domain\.judge"):
-    builders.check_sections(config)
+    experiment_config.parse(config, str(tmp_path / "run"))
 
 
-def test_every_shipped_config_passes_both_checks(tmp_path):
+def test_every_shipped_config_passes_the_check(tmp_path):
   from configs import demo, embedded_solver, harness_learning, whale  # pylint: disable=g-import-not-at-top
   for module, arguments in ((demo, ("", "smoke", "in_process", "openai")),
                             (whale, ("smoke", "smoke,adaptive", "math", "chess")),
@@ -142,11 +168,9 @@ def test_every_shipped_config_passes_both_checks(tmp_path):
       config.model = tiny.tiny_config().model.to_dict()  # the real checkpoints are not here
       if config.get("harness_learning", {}).get("proposer_model"):
         config.harness_learning.proposer_model = config.model.to_dict()
-      config_check.check(config, str(tmp_path / "run"))
-      builders.check_sections(config)
+      experiment_config.parse(config, str(tmp_path / "run"))
   # "mixed" starts from another warm start's solver: here the shipped one.
   config = embedded_solver.get_config("mixed")
-  config.warm_start.init_solver = options.EMBEDDED_SOLVER
-  config_check.check(config, str(tmp_path / "run"))
-  builders.check_sections(config)
+  config.warm_start.init_solver = presets.EMBEDDED_SOLVER
+  experiment_config.parse(config, str(tmp_path / "run"))
   assert not os.listdir(tmp_path)

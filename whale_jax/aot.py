@@ -50,6 +50,8 @@ import jax.numpy as jnp
 import numpy as np
 from ml_collections import config_flags
 
+from whale_jax import typed_config
+from whale_jax.algorithms import options
 from whale_jax.models import config as model_config_lib
 from whale_jax.models import presets
 from whale_jax.parallel import mesh as mesh_lib
@@ -124,7 +126,7 @@ class Setup:
   """What the programs are built from: model, training options, mesh."""
   name: str
   model_config: model_config_lib.ModelConfig
-  training: dict
+  training: options.PolicyConfig   # config.training (or harness_learning.proposer_training)
   mesh: object
   hbm_bytes: int
   compile: bool = True  # False: measure the arguments only (--sizes_only), no XLA compile
@@ -276,10 +278,10 @@ def _compile(result, jitted, *args, compile_it=True):
 def _train_batch(setup, loss_name, with_reference):
   training = setup.training
   rules = rules_lib.TRAIN_RULES
-  num_microbatches = training.get("num_microbatches", 1)
+  num_microbatches = training.num_microbatches
   multiple = mesh_lib.axis_size(setup.mesh, "batch", rules) * num_microbatches
-  rows = _round_rows(training.get("samples_per_step", 64), multiple)
-  length = training.get("row_length", 1024)
+  rows = _round_rows(training.samples_per_step, multiple)
+  length = training.row_length
   keys = list(batch_lib.REQUIRED_KEYS)
   if loss_name == "grpo":
     keys += list(batch_lib.GRPO_KEYS) + (["reference_logprobs"] if with_reference else [])
@@ -290,16 +292,15 @@ def _train_batch(setup, loss_name, with_reference):
 
 
 def _grpo_config(setup):
-  return grpo.GRPOConfig(**dict(setup.training.get("grpo", {})))
+  return setup.training.grpo
 
 
 def train_program(setup, loss_name, name=None):
   """The RSFT or GRPO train step of setup, compiled."""
   model_config, mesh, rules = setup.model_config, setup.mesh, rules_lib.TRAIN_RULES
-  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(
-      **dict(setup.training.get("optimizer", {}))))
+  optimizer = optimizer_lib.make(setup.training.optimizer)
   if loss_name == "rsft":
-    temperature = setup.training.get("rsft_temperature", 1.0)
+    temperature = setup.training.rsft_temperature
     loss_fn = lambda params, config, batch: rsft.loss(params, config, batch, temperature)
     with_reference = False
   else:
@@ -307,7 +308,7 @@ def train_program(setup, loss_name, name=None):
     loss_fn = lambda params, config, batch: grpo.loss(params, config, batch, grpo_config)
     with_reference = grpo_config.uses_reference
   step = step_lib.make_train_step(model_config, loss_fn, optimizer, mesh, rules,
-                                  num_microbatches=setup.training.get("num_microbatches", 1))
+                                  num_microbatches=setup.training.num_microbatches)
   state = train_state.abstract(model_config, optimizer, mesh, rules)
   batch = _train_batch(setup, loss_name, with_reference)
   result = Result(name or loss_name, params_bytes=per_chip_bytes(state["params"]),
@@ -334,7 +335,7 @@ def reference_program(setup, name="reference"):
   grpo_config = _grpo_config(setup)
   forward = grpo_update.make_logprobs_fn(
       setup.model_config, setup.mesh, rules_lib.TRAIN_RULES, grpo_config.temperature,
-      setup.training.get("num_microbatches", 1))
+      setup.training.num_microbatches)
   params = _reference_params(setup)
   batch = _train_batch(setup, "rsft", False)
   batch = {key: batch[key] for key in ("tokens", "positions", "segment_ids")}
@@ -345,22 +346,19 @@ def reference_program(setup, name="reference"):
 
 
 def _state_bytes(setup):
-  optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig(
-      **dict(setup.training.get("optimizer", {}))))
+  optimizer = optimizer_lib.make(setup.training.optimizer)
   return per_chip_bytes(train_state.abstract(setup.model_config, optimizer, setup.mesh,
                                              rules_lib.TRAIN_RULES))
 
 
 def _sampler_settings(setup):
-  sampler = dict(setup.training.get("sampler", {}))
+  sampler = setup.training.sampler
   batch_shards = mesh_lib.axis_size(setup.mesh, "batch", rules_lib.SAMPLE_RULES)
-  max_slots = -(-sampler.get("max_slots", 64) // batch_shards) * batch_shards
-  cache_length = (sampler.get("max_cache_length")
-                  or setup.model_config.max_position_embeddings)
+  max_slots = -(-sampler.max_slots // batch_shards) * batch_shards
+  cache_length = sampler.max_cache_length or setup.model_config.max_position_embeddings
   return dict(max_slots=max_slots, cache_length=cache_length, batch_shards=batch_shards,
-              steps_per_call=sampler.get("steps_per_call", 64),
-              max_prefill_tokens=sampler.get("max_prefill_tokens", 8192),
-              num_stop_ids=sampler.get("num_stop_ids", 16))
+              steps_per_call=sampler.steps_per_call,
+              max_prefill_tokens=sampler.max_prefill_tokens, num_stop_ids=sampler.num_stop_ids)
 
 
 def sampler_program(setup, which, name=None):
@@ -376,8 +374,7 @@ def sampler_program(setup, which, name=None):
       compiled_config, False, settings["steps_per_call"], settings["num_stop_ids"], mesh,
       tuple(sorted(rules.items())), 16)
   # The sampler decodes with the train state's own params (same mesh, train shardings).
-  state = train_state.abstract(model_config, optimizer_lib.make(optimizer_lib.OptimizerConfig(
-      **dict(setup.training.get("optimizer", {})))), mesh, rules_lib.TRAIN_RULES)
+  state = train_state.abstract(model_config, optimizer_lib.make(setup.training.optimizer), mesh, rules_lib.TRAIN_RULES)
   params = state["params"]
   result = Result(name or which, params_bytes=per_chip_bytes(params),
                   resident_bytes=per_chip_bytes(state["opt_state"]), hbm_bytes=setup.hbm_bytes)
@@ -444,19 +441,19 @@ def advice(setup, result):
       return (f"{need}: shard the weights and optimizer state over more chips: --mesh="
               f"data={mesh_sizes['data'] // 2},fsdp={mesh_sizes['fsdp'] * 2},"
               f"tensor={mesh_sizes['tensor']} (config.mesh).")
-    rows_per_chip = (_round_rows(training.get("samples_per_step", 64),
+    rows_per_chip = (_round_rows(training.samples_per_step,
                                  mesh_lib.axis_size(setup.mesh, "batch", rules_lib.TRAIN_RULES)
-                                 * training.get("num_microbatches", 1))
+                                 * training.num_microbatches)
                      // (mesh_lib.axis_size(setup.mesh, "batch", rules_lib.TRAIN_RULES)
-                         * training.get("num_microbatches", 1)))
+                         * training.num_microbatches))
     if rows_per_chip > 1:
       return (f"{need}: raise config.training.num_microbatches to "
-              f"{training.get('num_microbatches', 1) * rows_per_chip} (one row per chip per "
+              f"{training.num_microbatches * rows_per_chip} (one row per chip per "
               "micro-batch).")
     if model_config.remat != "full":
       return f"{need}: set config.model.remat='full'."
     return (f"{need}: shorten config.training.row_length to "
-            f"{training.get('row_length', 1024) // 2}.")
+            f"{training.row_length // 2}.")
   settings = _sampler_settings(setup)
   if result.name.endswith("decode") and settings["max_slots"] > settings["batch_shards"]:
     slots = max(settings["max_slots"] // 2, settings["batch_shards"])
@@ -488,14 +485,19 @@ def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None, compil
   sizes.update(mesh_sizes or {})
   mesh = mesh_lib.make_mesh(devices=devices, **sizes)
   training = config.get("training", {})
-  training = training.to_dict() if hasattr(training, "to_dict") else dict(training)
+  training = typed_config.read(options.PolicyConfig, dict(
+      training.to_dict() if hasattr(training, "to_dict") else training), "config.training")
   out = [Setup("", model_config_from(config.model, preset), training, mesh, hbm_bytes,
                compile_it)]
   learning = config.get("harness_learning", None)
   if learning is not None and (learning.get("proposer_model") or
                                learning.get("proposer_training")):
     proposer_model = learning.get("proposer_model") or config.model
-    proposer_training = dict(learning.get("proposer_training") or training)
+    proposer_training = learning.get("proposer_training") or None
+    proposer_training = training if not proposer_training else typed_config.read(
+        options.PolicyConfig, dict(proposer_training.to_dict() if hasattr(
+            proposer_training, "to_dict") else proposer_training),
+        "config.harness_learning.proposer_training")
     out.append(Setup("proposer_", model_config_from(proposer_model), proposer_training, mesh,
                      hbm_bytes, compile_it))
   return out
@@ -557,9 +559,9 @@ def describe(setup):
   model = setup.model_config
   training = setup.training
   return (f"{setup.name or 'solver'}: {model.num_params() / 1e9:.2f}B params "
-          f"({model.param_dtype}), row_length={training.get('row_length')}, "
-          f"samples_per_step={training.get('samples_per_step')}, "
-          f"num_microbatches={training.get('num_microbatches', 1)}, mesh={dict(setup.mesh.shape)}"
+          f"({model.param_dtype}), row_length={training.row_length}, "
+          f"samples_per_step={training.samples_per_step}, "
+          f"num_microbatches={training.num_microbatches}, mesh={dict(setup.mesh.shape)}"
           f", attention={model.attention}, remat={model.remat}")
 
 

@@ -6,8 +6,9 @@ r"""Runs one experiment from a config file.
 
 Restarting with the same --workdir resumes the run from its last checkpoint. A bad config (an
 unknown get_config argument, key or flag, a wrong type, a value out of range, a missing
-checkpoint, a workdir that is a file) is refused in one line before anything starts
-(whale_jax/algorithms/config_check.py), with exit status 2. Then the machine's cheap checks
+checkpoint, a split size, mismatched temperatures, a workdir that is a file) is refused in one
+line before jax starts (whale_jax/algorithms/experiment_config.py builds the typed config once),
+with exit status 2; a domain whose data cannot make its splits, just before the model loads. Then the machine's cheap checks
 (whale_jax/check.py: the sandbox, free disk, the config's data files) run, exit status 1 with
 the fix when one fails, still before a model loads.
 """
@@ -23,6 +24,7 @@ from absl import logging as absl_logging
 from ml_collections import config_flags
 
 from whale_jax.algorithms import config_check
+from whale_jax.algorithms import experiment_config
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
                                           lock_config=True)
@@ -110,8 +112,8 @@ def main(argv):
     config.to_dict()
   except OSError as error:  # the config file could not be loaded (e.g. there is none)
     _refuse(error)
-  try:
-    config_check.check(config, _WORKDIR.value)  # before jax: refuses a bad config in ~1 s
+  try:  # before jax: the typed config, built and checked once; refuses a bad one in ~2 s
+    experiment = experiment_config.parse(config, _WORKDIR.value)
   except config_check.ConfigError as error:
     _refuse(error)
   from whale_jax import check  # pylint: disable=g-import-not-at-top
@@ -121,9 +123,9 @@ def main(argv):
     sys.stderr.write(f"FATAL machine check failed: {error}\n")
     sys.exit(1)
   absl_logging.get_absl_handler().addFilter(_QuietLibraries())
-  from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
   try:
-    experiment.run(config, _WORKDIR.value, show_progress=_PROGRESS.value)
+    experiment_lib.run(experiment, _WORKDIR.value, show_progress=_PROGRESS.value)
   except config_check.ConfigError as error:
     _refuse(error)
 

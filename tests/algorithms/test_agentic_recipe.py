@@ -20,6 +20,7 @@ from whale_jax import tasks
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import config_check
 from whale_jax.algorithms import experiment
+from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import hosts
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
@@ -154,7 +155,7 @@ def test_an_agent_as_harness_learning_teacher_is_refused(tmp_path):
   config = tiny.tiny_config("harness_learning")
   config.harness_learning = dict(teachers=(dict(proposer="agentic"),))
   with pytest.raises(config_check.ConfigError, match=r"teachers\[0\]\.proposer='agentic'"):
-    config_check.check(config, str(tmp_path))
+    experiment_config.parse(config, str(tmp_path))
 
 
 def test_the_cli_agent_is_built_jailed_from_its_section(tmp_path):
@@ -163,7 +164,7 @@ def test_the_cli_agent_is_built_jailed_from_its_section(tmp_path):
   section = dict(proposer="cli_agent", command="agent -p {prompt}", wall_clock_seconds=60,
                  max_cost_usd=2.5, endpoint=("127.0.0.1", 8123), read_only_paths=(
                      str(tmp_path),), instructions=INSTRUCTIONS)
-  builders.check_search_section(section)
+  config_check.check_proposer(section)
   proposer = builders.build_proposer(section, None, None, domain, "harness_learning")
   assert isinstance(proposer, cli_agent.CliAgentProposer)
   assert isinstance(proposer.runner, cli_agent.BwrapRunner)

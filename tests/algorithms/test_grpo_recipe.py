@@ -200,22 +200,22 @@ def test_adaptive_weight_phase_can_end_after_0_2_epoch():
 def test_new_keys_are_refused_at_the_config_boundary_by_key_path(section, values, message,
                                                                  tmp_path):
   from whale_jax.algorithms import config_check  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import experiment_config  # pylint: disable=g-import-not-at-top
   config = tiny.tiny_config("vace").to_dict()
   config[section] = {**config.get(section, {}), **values}
   with pytest.raises(config_check.ConfigError) as error:
-    config_check.check(config, str(tmp_path / "run"))
+    experiment_config.parse(config, str(tmp_path / "run"))
   assert str(error.value).startswith(message), str(error.value)
 
 
 def test_new_keys_pass_the_config_boundary(tmp_path):
-  from whale_jax.algorithms import config_check  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import experiment_config  # pylint: disable=g-import-not-at-top
   config = tiny.tiny_config("vace").to_dict()
   config["loop"].update(max_refill_rounds=3, overlong_filter=True, overlong_cache_tokens=4,
                         advantage_normalization="rloo")
   config["runtime"].update(max_episode_tokens=8192, enable_thinking=False)
   config["training"]["grpo"] = dict(ppo_epochs=2, num_minibatches=4, kl_weight=0.01)
-  config_check.check(config, str(tmp_path / "run"))
-  builders.check_sections(config)
+  experiment_config.parse(config, str(tmp_path / "run"))
 
 
 def test_reference_is_the_initial_weights_after_a_restore():

@@ -8,8 +8,7 @@ import pytest
 
 from configs import whale as whale_config
 from tests.algorithms import paper_fixtures
-from whale_jax.algorithms import builders
-from whale_jax.algorithms import config_check
+from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
 from whale_jax.harness import trajectory as trajectory_lib
@@ -104,7 +103,7 @@ def test_every_baseline_budget_is_the_papers_and_passes_the_config_check(
     domain, method, epochs, iterations, tmp_path, monkeypatch):
   config = whale_config.get_config(f"{domain},{method}")
   assert config.recipe == method
-  baseline = options.BaselineConfig(**builders.section(config, "baseline"))
+  baseline = options.BaselineConfig(**config.baseline.to_dict())
   if epochs is not None:
     assert baseline.total_weight_epochs == epochs
   if iterations is not None:
@@ -115,8 +114,7 @@ def test_every_baseline_budget_is_the_papers_and_passes_the_config_check(
   getattr(paper_fixtures, f"write_{domain}")(str(tmp_path))
   tiny = whale_config.get_config(f"{domain},{method},tiny")
   assert tiny.recipe == method
-  config_check.check(tiny, str(tmp_path / "run"))
-  builders.check_sections(tiny)
+  experiment_config.parse(tiny, str(tmp_path / "run"))
   assert not os.path.exists(tmp_path / "run")
 
 

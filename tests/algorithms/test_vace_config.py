@@ -16,9 +16,9 @@ import pytest
 from configs import vace
 from tests.algorithms import tiny
 from whale_jax import tasks
-from whale_jax.algorithms import builders
 from whale_jax.algorithms import vace as algorithms_vace
 from whale_jax.algorithms import config_check
+from whale_jax.algorithms import experiment_config
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
@@ -52,8 +52,7 @@ def test_every_argument_builds_and_passes_the_config_check(tmp_path):
     config = vace.get_config(argument)
     if "smoke" not in argument:
       config.model = tiny.tiny_config().model.to_dict()   # the real checkpoint is not here
-    config_check.check(config, str(tmp_path / "run"))
-    builders.check_sections(config)
+    experiment_config.parse(config, str(tmp_path / "run"))
     words = argument.split(",")
     domain = words[0]
     method = next((w for w in words if w in METHOD_RECIPES), "vace")

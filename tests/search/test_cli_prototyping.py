@@ -263,7 +263,6 @@ def test_the_claude_code_preset_builds_a_session_per_iteration_proposer(domain, 
   config = whale_config.get_config("searchqa,claude_code")
   section = config.search.to_dict()
   config_check.check_proposer(section)
-  builders.check_search_section(section)
   proposer = builders.build_proposer(section, None, None, domain, "whale")
   described = proposer.config()
   assert described["session_per"] == "iteration" and described["run_tool"]

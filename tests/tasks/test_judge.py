@@ -412,7 +412,7 @@ def test_a_run_caches_its_judges_verdicts_in_its_workdir(tmp_path):
                "split_sizes": {"weight": 0, "harness": 0, "validation": 0, "test": 1},
                "judge": {"base_url": stub.url, "model": "gpt-5.4-mini", "backoff_seconds": 0.0,
                          "constrained": "never"}}
-    builders.check_domain_section(section)
+    config_check.check_domain(section)
     domain = builders.build_domain(builders.with_judge_cache(section, str(tmp_path)))
     (instance,) = domain.splits()["test"]
     assert domain.verify(instance, "<answer>not it</answer>", None) == 0.0
@@ -423,4 +423,4 @@ def test_a_run_caches_its_judges_verdicts_in_its_workdir(tmp_path):
   assert builders.with_judge_cache(section, "gs://bucket/run") == section
   section["judge"]["constrained"] = "sometimes"
   with pytest.raises(config_check.ConfigError, match=r"config\.domain\.judge\.constrained"):
-    builders.check_domain_section(section)
+    config_check.check_domain(section)

@@ -67,10 +67,10 @@ def test_own_source_split_takes_all_without_a_size():
 
 @pytest.mark.parametrize("sizes, fixed, message", [
     ({"weight": 40}, None, "needs 40 instances but only 30"),
-    ({"train": 3}, None, "unknown splits"),
+    ({"train": 3}, None, "is not a split"),
     ({"weight": -1, "test": -1}, None, "more than one split"),
     ({"weight": 2.5}, None, "must be an int"),
-    ({"weight": 3}, {"dev": []}, "unknown splits"),
+    ({"weight": 3}, {"dev": []}, "is not a split"),
 ])
 def test_bad_sizes_say_what_to_change(sizes, fixed, message):
   with pytest.raises(ValueError, match=message):

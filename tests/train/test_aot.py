@@ -10,6 +10,7 @@ import pytest
 
 from tests.train import aot_tiny_config
 from whale_jax import aot
+from whale_jax.algorithms import options
 from whale_jax.parallel import mesh as mesh_lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -19,7 +20,8 @@ GIB = 2**30
 
 def _setup(config, mesh_sizes):
   mesh = mesh_lib.make_mesh(devices=jax.devices()[:4], **mesh_sizes)
-  return aot.Setup("", aot.model_config_from(config.model), config.training.to_dict(), mesh,
+  return aot.Setup("", aot.model_config_from(config.model),
+                   options.PolicyConfig(**config.training.to_dict()), mesh,
                    16 * GIB)
 
 

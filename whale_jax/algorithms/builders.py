@@ -8,9 +8,9 @@ proposer, runtime, and the Run that holds them.
   proposer = build_proposer({"proposer": "openai", "base_url": ..., "model": ...}, policy,
                             tokenizer)
 
-Every builder but build_run takes plain values (one config section as a dict, already checked
-by algorithms/config_check.py), never the experiment ConfigDict; build_run is where the
-ConfigDict becomes those values. Used by experiment.py (every recipe) and harness_learning.py
+Every builder but build_run takes one section of the ExperimentConfig
+(algorithms/experiment_config.py: typed, or a plain dict already checked there), never the
+ConfigDict; build_run takes the ExperimentConfig. Used by experiment.py (every recipe) and harness_learning.py
 (the proposer model, its tokenizer and the teachers).
 
 Sections (configs/*.py hold complete examples):
@@ -49,31 +49,30 @@ Sections (configs/*.py hold complete examples):
             The held-out splits' references are withheld from both; what was resolved
             (backend, budgets, search answers, the steering file's hash) is
             run.proposer.config(), written into the run's config.json.
-  runtime   HarnessRuntime keyword arguments (num_workers, timeout_seconds, memory_bytes, ...).
+  runtime   a RuntimeConfig: HarnessRuntime's keyword arguments (num_workers, timeout_seconds,
+            memory_bytes, ...).
   mesh      {data, fsdp, tensor} sizes, and num_devices (use the first N; 0 = all).
 """
-import dataclasses
-import inspect
 import os
 
 import jax
 
 from whale_jax import tasks
+from whale_jax import typed_config
 from whale_jax.algorithms import config_check
+from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import loop
-from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import run_log
 from whale_jax.harness import HarnessRuntime
 from whale_jax.models import ModelConfig
 from whale_jax.models import hf
+from whale_jax.models import presets
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
-from whale_jax.sampling import engine as engine_lib
-from whale_jax.sampling import openai_client
 from whale_jax.search import agent_tools
 from whale_jax.search import agentic_proposer
 from whale_jax.search import archive_view
@@ -83,162 +82,11 @@ from whale_jax.search import model_proposer
 from whale_jax.search import steering
 from whale_jax.tasks import judge as judge_lib
 from whale_jax.tokenization import load_tokenizer
-from whale_jax.tasks import registry
 from whale_jax.train import checkpoint as checkpoint_lib
-from whale_jax.train import grpo
-from whale_jax.train import optimizer as optimizer_lib
 from whale_jax.train import train_state
 
-EMBEDDED_SOLVER = options.EMBEDDED_SOLVER
-PROPOSERS = options.PROPOSERS
-
-
-def _parameters(function, skip=()):
-  """(names of function's keyword parameters, whether it also takes **kwargs)."""
-  parameters = inspect.signature(function).parameters.values()
-  names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-  return names - set(skip), any(p.kind == p.VAR_KEYWORD for p in parameters)
-
-
-def _check_call(function, section_, key_path, skip=(), extra=()):
-  """ConfigError for a key of section_ that function (or extra) does not take."""
-  names, takes_any = _parameters(function, skip)
-  if not takes_any:
-    config_check.check_keys(section_, names | set(extra), key_path)
-
-
-def _build(cls, section_, key_path):
-  """cls(**section_) with unknown keys and cls's own checks as one-line ConfigErrors."""
-  fields = {field.name for field in dataclasses.fields(cls)}
-  config_check.check_keys(section_, fields, key_path)
-  try:
-    return cls(**section_)
-  except (TypeError, ValueError) as error:
-    raise config_check.ConfigError(f"{key_path}: {' '.join(str(error).split())}") from None
-
-
-def check_model_section(model_section, key_path="config.model"):
-  model_section = dict(model_section)
-  source = model_section.pop("source", "random")
-  if source == "random":
-    model_section.pop("seed", None)
-    _build(ModelConfig, model_section, key_path)
-  else:
-    fields = {field.name for field in dataclasses.fields(ModelConfig)}
-    _check_call(hf.load_hf, model_section, key_path, skip=("mesh", "rules"), extra=fields)
-
-
-def check_search_section(search_section, key_path="config.search"):
-  search_section = dict(search_section)
-  kind = search_section.pop("proposer", "edit_library")
-  config_check.check_choice(kind, PROPOSERS, f"{key_path}.proposer", "proposer")
-  sampling = dict(search_section.get("sampling", {}))
-  if kind in ("agentic", "cli_agent"):
-    _build(agent_tools.AgentBudgets, dict(search_section.get("agent_budgets", {})),
-           f"{key_path}.agent_budgets")
-    if kind == "agentic" and search_section.get("agent_backend", "in_process") == "in_process":
-      _build(SamplingParams, sampling, f"{key_path}.sampling")
-    elif kind == "agentic":
-      _check_call(agentic_proposer.OpenAIToolClient.__init__,
-                  {k: v for k, v in search_section.items()
-                   if k in ("base_url", "model", "api_key_env", "timeout_seconds",
-                            "max_retries", "max_consecutive_failures")}, key_path,
-                  skip=("self", "sleep"))
-      config_check.check_keys(sampling, openai_client.SAMPLING_FIELDS, f"{key_path}.sampling")
-    return
-  if kind == "edit_library":
-    config_check.check_keys(search_section, {"seed", "mechanisms"}, key_path)
-  elif kind == "in_process":
-    config_check.check_keys(search_section, {"seed", "sampling", "model_path", "tokenizer"},
-                            key_path)
-    _build(SamplingParams, sampling, f"{key_path}.sampling")
-  else:
-    for required in ("base_url", "model"):
-      if not search_section.get(required):
-        raise config_check.ConfigError(
-            f"{key_path}.{required} is missing; config.search.proposer='openai' needs "
-            "base_url (e.g. 'http://localhost:8000/v1') and model (the served model's name).")
-    client_names, _ = _parameters(openai_client.OpenAICompatibleClient.__init__,
-                                  skip=("self", "sleep"))
-    _check_call(model_proposer.openai_proposer, search_section, key_path,
-                extra=client_names | {"sampling"})
-    config_check.check_keys(sampling, openai_client.SAMPLING_FIELDS, f"{key_path}.sampling")
-
-
-def check_domain_section(domain_section, key_path="config.domain"):
-  domain_section = dict(domain_section)
-  name = domain_section.pop("name")
-  if name.startswith(registry.REASONING_GYM_PREFIX):
-    builder = registry.reasoning_gym_domain
-  else:
-    builder = registry.BUILDERS[name]
-  _check_call(builder, domain_section, key_path, skip=("dataset",))
-  if isinstance(domain_section.get("judge"), dict):
-    _check_call(judge_lib.openai_judge, domain_section["judge"], f"{key_path}.judge")
-    constrained = domain_section["judge"].get("constrained", "auto")
-    if constrained not in judge_lib.CONSTRAINED:
-      raise config_check.ConfigError(
-          f"{key_path}.judge.constrained={constrained!r}; use 'auto' (constrained choice where "
-          "the endpoint takes it, free text elsewhere), 'always' or 'never'.")
-  elif domain_section.get("verifier") == "judge":
-    raise config_check.ConfigError(
-        f"{key_path}.verifier='judge' needs {key_path}.judge = dict(base_url=..., model=...) "
-        "(tasks.judge.openai_judge options), or use verifier='exact_match'.")
-
-
-def check_training_section(training, key_path="config.training"):
-  _build(optimizer_lib.OptimizerConfig, dict(training.get("optimizer", {})),
-         f"{key_path}.optimizer")
-  _build(grpo.GRPOConfig, dict(training.get("grpo", {})), f"{key_path}.grpo")
-  _check_call(engine_lib.Engine.__init__, dict(training.get("sampler", {})),
-              f"{key_path}.sampler", skip=("self", "config", "params", "tokenizer", "mesh",
-                                           "rules"))
-
-
-def check_sections(config):
-  """The checks of config_check.check that need jax-importing modules: SamplingParams,
-  ModelConfig, optimizer, GRPO and engine options, HarnessRuntime, the domain builder, the
-  judge and the proposer. Raises config_check.ConfigError; builds nothing heavy."""
-  if config.get("recipe") == "warm_start":
-    check_training_section(section(config, "training"))
-    return
-  sampling = _build(SamplingParams, section(config, "sampling"), "config.sampling")
-  eval_sampling = section(config, "eval_sampling")
-  config_check.check_keys(eval_sampling, {f.name for f in dataclasses.fields(SamplingParams)},
-                          "config.eval_sampling")
-  try:
-    sampling.replace(**eval_sampling)
-  except (TypeError, ValueError) as error:
-    raise config_check.ConfigError(f"config.eval_sampling: {error}") from None
-  check_model_section(section(config, "model"))
-  check_training_section(section(config, "training"))
-  check_domain_section(section(config, "domain"))
-  check_search_section(section(config, "search"))
-  _check_call(HarnessRuntime.__init__, section(config, "runtime"), "config.runtime",
-              skip=("self", "backend", "tokenizer"))
-  hl_section = section(config, "harness_learning")
-  if hl_section:
-    key_path = "config.harness_learning"
-    hl_config = options.HarnessLearningConfig(**hl_section)
-    if hl_config.proposer_model:
-      check_model_section(hl_config.proposer_model, f"{key_path}.proposer_model")
-    if hl_config.proposer_training:
-      check_training_section(hl_config.proposer_training, f"{key_path}.proposer_training")
-    _build(SamplingParams, dict(hl_config.proposer_sampling), f"{key_path}.proposer_sampling")
-    for index, teacher in enumerate(hl_config.teachers):
-      check_search_section(teacher, f"{key_path}.teachers[{index}]")
-    for name in ("sft_domains", "grpo_domains"):
-      for index, entry in enumerate(getattr(hl_config, name)):
-        if isinstance(entry, dict):
-          check_domain_section(entry, f"{key_path}.{name}[{index}]")
-
-
-def section(config, name):
-  """config.<name> as a plain dict ({} when absent); a copy the caller may change."""
-  value = config.get(name) if hasattr(config, "get") else None
-  if value is None:
-    return {}
-  return value.to_dict() if hasattr(value, "to_dict") else dict(value)
+EMBEDDED_SOLVER = presets.EMBEDDED_SOLVER
+PROPOSERS = config_check.PROPOSERS
 
 
 def build_mesh(mesh_section):
@@ -414,25 +262,36 @@ def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
   raise ValueError(f"config.search.proposer={kind!r}; use one of {', '.join(PROPOSERS)}.")
 
 
-def build_runtime(sampler, tokenizer, domain, runtime_section):
-  """The HarnessRuntime serving sampler, allowing the domain's imports unless overridden."""
-  return HarnessRuntime(sampler, tokenizer, **{"allowed_imports": domain.allowed_imports,
-                                               **runtime_section})
+def build_runtime(sampler, tokenizer, domain, runtime):
+  """The HarnessRuntime serving sampler (runtime: a RuntimeConfig), allowing the domain's
+  imports unless runtime.allowed_imports names others."""
+  return HarnessRuntime(sampler, tokenizer, **runtime.keywords(domain.allowed_imports))
 
 
-def build_run(config, workdir, show_progress=True, recipe=None):
-  """Builds (or, when workdir holds a checkpoint, restores) the Run of an experiment config.
+def build_checked_domain(domain_section, workdir, key_path="config.domain"):
+  """build_domain, its errors (a split larger than the data, a missing file) as a
+  ConfigError naming key_path: called before the model loads."""
+  try:
+    return build_domain(with_judge_cache(domain_section, workdir))
+  except (ValueError, TypeError, OSError) as error:
+    raise config_check.ConfigError(typed_config.one_line(error, key_path)) from None
 
-  recipe: the recipe the Run serves (default config.recipe; a "compare" run passes each
-  method), for the proposer's per-recipe defaults.
+
+def build_run(experiment, workdir, show_progress=True, recipe=None):
+  """Builds (or, when workdir holds a checkpoint, restores) the Run of an ExperimentConfig
+  (a ConfigDict is parsed first).
+
+  The domain is built first, before the mesh and the model: a bad split size or data file
+  fails in seconds. recipe: the recipe the Run serves (default experiment.recipe; a
+  "compare" run passes each method), for the proposer's per-recipe defaults.
   """
-  mesh = build_mesh(section(config, "mesh"))
-  model_config, params, model_dir = load_model(section(config, "model"), mesh)
-  tokenizer = load_run_tokenizer(config.get("tokenizer", ""), model_dir)
-  domain = build_domain(with_judge_cache(section(config, "domain"), workdir))
-  policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
-                             options.PolicyConfig(**section(config, "training")))
-  search_section = section(config, "search")
+  experiment = experiment_config.parse(experiment, workdir)
+  domain = build_checked_domain(experiment.domain, workdir)
+  mesh = build_mesh(experiment.mesh)
+  model_config, params, model_dir = load_model(experiment.model, mesh)
+  tokenizer = load_run_tokenizer(experiment.tokenizer, model_dir)
+  policy = policy_lib.Policy(model_config, params, tokenizer, mesh, experiment.training)
+  search_section = dict(experiment.search)
   if (jax.process_count() > 1 and search_section.get("proposer") in ("agentic", "cli_agent")
       and search_section.get("run_tool", True)):
     # The agent runs on host 0 only, but every host serves a share of each batch of episodes.
@@ -440,14 +299,13 @@ def build_run(config, workdir, show_progress=True, recipe=None):
                      "would wait for the other hosts' episodes; set config.search.run_tool="
                      "False (the agent still reads every trace) or run on one host.")
   runtime, proposer = hosts.for_processes(
-      build_runtime(policy.sampler, tokenizer, domain, section(config, "runtime")),
-      build_proposer(search_section, policy, tokenizer, domain, recipe or config.get("recipe")))
-  sampling = SamplingParams(**section(config, "sampling"))
+      build_runtime(policy.sampler, tokenizer, domain, experiment.runtime),
+      build_proposer(search_section, policy, tokenizer, domain, recipe or experiment.recipe))
   manager = checkpoint_lib.make_manager(os.path.join(workdir, "checkpoints"), max_to_keep=2)
   run = loop.Run(
-      workdir=workdir, loop=options.LoopConfig(**section(config, "loop")), policy=policy,
-      runtime=runtime, domain=domain, sampling=sampling,
-      eval_sampling=sampling.replace(**section(config, "eval_sampling")), proposer=proposer,
+      workdir=workdir, loop=experiment.loop, policy=policy,
+      runtime=runtime, domain=domain, sampling=experiment.sampling,
+      eval_sampling=experiment.eval_sampling, proposer=proposer,
       log=run_log.RunLog(workdir, enabled=jax.process_index() == 0),
       counts=run_log.RolloutCounts(), state=loop.LoopState(incumbent=domain.seed_harness),
       manager=manager, tokenizer=tokenizer, show_progress=show_progress)

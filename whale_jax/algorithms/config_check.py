@@ -1,140 +1,83 @@
-"""The config boundary: a bad experiment config is refused in one line, before anything heavy.
+"""The checks of the config sections that stay plain values (model, tokenizer, domain, search,
+mesh) and of the workdir: each raises ConfigError, one line naming the full key path and the
+fix. experiment_config.parse calls them while it builds the typed ExperimentConfig, once, before
+jax starts; the typed sections (loop, training, sampling, runtime, the recipes' options) are
+checked by typed_config.read and their classes' own __post_init__.
 
-  config_check.check(config, workdir)     # raises ConfigError, or returns None
-  config_check.check_keys(section, allowed, "config.training.optimizer")
+  config_check.check_domain({"name": "searchqa", "split_sizes": {...}}, "config.domain")
+  config_check.check_proposer({"proposer": "openai", ...}, "config.search")
 
-ConfigError's message is one line: the full key path, the bad value, what is allowed and,
-for a misspelt name, a did-you-mean. main.py prints it and exits with status 2, without a
-traceback. This module imports no jax (nor anything that does), so python -m whale_jax.main
-refuses a bad config in about a second; builders.check_sections then checks the sections
-whose fields live in jax-importing modules (sampling, model, optimizer, GRPO, sampler,
-runtime, domain options, proposer options) once those are imported, still before the model
-loads, a sandbox starts or the workdir is touched.
-
-Checked here:
-  - the top-level keys (TOP_LEVEL_KEYS) and config.recipe / config.methods (options.RECIPES);
-  - every section that is one of the options dataclasses (loop, training, whale, vace,
-    baseline, harness_learning with its reward, warm_start): unknown keys, the type of each
-    value (an int where an int belongs, ...), and each class's own range checks;
-  - config.model: source, and that a checkpoint path exists; config.tokenizer;
-  - config.domain.name (and harness_learning's training domains) against the domain registry;
-  - config.search.proposer (and each harness_learning teacher's) against options.PROPOSERS;
-    the agentic and CLI-agent keys (options.AGENTIC_KEYS, CLI_AGENT_KEYS, AGENT_BUDGET_MINIMA);
-  - config.runtime.max_episode_tokens and enable_thinking values;
-  - config.mesh keys and types; the workdir (not a URL, not a file).
+Every rule is read from the module it belongs to, all importable without jax: the domain
+names and builders' keyword arguments (tasks/registry.py), the split sizes
+(tasks/splits.check_sizes), the judge's options (tasks/judge.py), the proposers' options
+(search/: edit_mechanisms, agent_tools.AgentBudgets, agentic_proposer, model_proposer,
+cli_agent.SESSION_PER, connect_proxy, archive_view.SEARCH_ANSWER_MODES), ModelConfig's fields.
 """
-import ast
 import dataclasses
-import difflib
+import inspect
 import os
 
-from whale_jax.algorithms import options
+from whale_jax import typed_config
+from whale_jax.models import config as model_config_lib
+from whale_jax.sampling import api as sampling_api
+from whale_jax.sampling import openai_client
+from whale_jax.search import agent_tools
+from whale_jax.search import agentic_proposer
+from whale_jax.search import archive_view
+from whale_jax.search import cli_agent
 from whale_jax.search import connect_proxy
 from whale_jax.search import edit_mechanisms
-from whale_jax.search import reward as reward_lib
+from whale_jax.search import model_proposer
+from whale_jax.tasks import judge as judge_lib
+from whale_jax.tasks import registry
+from whale_jax.tasks import splits as splits_lib
 
-TOP_LEVEL_KEYS = ("recipe", "methods", "model", "tokenizer", "domain", "sampling",
-                  "eval_sampling", "training", "loop", "whale", "vace", "baseline",
-                  "harness_learning", "search", "runtime", "mesh", "warm_start")
-SECTIONS = {"loop": options.LoopConfig, "training": options.PolicyConfig,
-            "whale": options.WhaleConfig, "vace": options.VaceConfig,
-            "baseline": options.BaselineConfig,
-            "harness_learning": options.HarnessLearningConfig,
-            "warm_start": options.WarmStartConfig}
+ConfigError = typed_config.ConfigError
+did_you_mean = typed_config.did_you_mean
+check_keys = typed_config.check_keys
+check_choice = typed_config.check_choice
+
 MODEL_SOURCES = ("random", "hf", "embedded")
+# Keys of a "hf" or "embedded" model section besides ModelConfig fields (models/hf.load_hf's
+# arguments but mesh and rules; tests/algorithms/test_builders.py holds them to its signature).
+HF_MODEL_KEYS = ("source", "path", "dtype", "compute_dtype")
 MESH_KEYS = ("data", "fsdp", "tensor", "num_devices")
 NAMED_TOKENIZERS = ("byte", "embedded")
-REGISTRY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "tasks", "registry.py")
-
-
-class ConfigError(ValueError):
-  """A config value a run cannot start with; the message is one line that says what to do."""
-
-
-def did_you_mean(word, allowed):
-  """' (did you mean 'x'?)' for the closest allowed word, or ''."""
-  close = difflib.get_close_matches(str(word), [str(a) for a in allowed], n=1, cutoff=0.6)
-  return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def check_keys(section, allowed, key_path):
-  """Raises ConfigError for the first key of section that is not in allowed."""
-  for key in section:
-    if key not in allowed:
-      raise ConfigError(f"{key_path}.{key} is not a known key{did_you_mean(key, allowed)}; "
-                        f"{key_path} takes {', '.join(sorted(allowed))}.")
-
-
-def check_choice(value, allowed, key_path, what="value"):
-  if value not in allowed:
-    raise ConfigError(f"{key_path}={value!r} is not a known {what}"
-                      f"{did_you_mean(value, allowed)}; use one of "
-                      f"{', '.join(map(str, allowed))}.")
-
-
-_TYPES = {int: "an int", float: "a number", bool: "True or False", str: "a string",
-          tuple: "a tuple or list", dict: "a dict"}
-
-
-def _type_ok(value, expected):
-  if expected is bool:
-    return isinstance(value, bool)
-  if expected is int:
-    return isinstance(value, int) and not isinstance(value, bool)
-  if expected is float:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-  if expected is tuple:
-    return isinstance(value, (tuple, list))
-  if expected is dict:
-    return isinstance(value, dict)
-  return isinstance(value, expected) if isinstance(expected, type) else True
+PROPOSERS = ("edit_library", "in_process", "openai", "agentic", "cli_agent")
+AGENT_BACKENDS = ("in_process", "openai")   # the chat client of proposer="agentic"
+# The search section's keys of the coding-agent proposers and their types (builders.py's
+# _build_agent reads them and says what each does).
+AGENTIC_KEYS = {"proposer": str, "agent_backend": str, "base_url": str, "model": str,
+                "api_key_env": str, "timeout_seconds": float, "max_retries": int,
+                "max_consecutive_failures": int, "sampling": dict, "agent_budgets": dict,
+                "run_tool": bool, "search_answers": str, "instructions": str, "name": str,
+                "seed": int}
+CLI_AGENT_KEYS = {"proposer": str, "command": object, "wall_clock_seconds": float,
+                  "max_cost_usd": float, "endpoint": tuple, "https_allow": tuple,
+                  "read_only_paths": tuple, "pass_environment": tuple, "environment": dict,
+                  "search_answers": str, "instructions": str, "name": str, "seed": int,
+                  "session_per": str, "run_tool": bool, "agent_budgets": dict}
 
 
 def check_types(section, fields_and_types, key_path):
   """Raises ConfigError for the first value whose type is not its field's."""
   for key, expected in fields_and_types.items():
-    if key in section and not _type_ok(section[key], expected):
-      value = section[key]
-      raise ConfigError(f"{key_path}.{key}={value!r} is {type(value).__name__}; it must be "
-                        f"{_TYPES.get(expected, getattr(expected, '__name__', expected))}.")
+    if key in section:
+      typed_config.read(expected, section[key], f"{key_path}.{key}")
 
 
-def build_options(cls, section, key_path):
-  """cls(**section) with unknown keys, wrong types and cls's own checks as ConfigError."""
-  fields = {field.name: field.type for field in dataclasses.fields(cls)}
-  check_keys(section, fields, key_path)
-  check_types(section, fields, key_path)
-  try:
-    return cls(**section)
-  except (TypeError, ValueError) as error:
-    raise ConfigError(_one_line(error, key_path)) from None
+def _parameters(function, skip=()):
+  """(names of function's keyword parameters, whether it also takes **kwargs)."""
+  parameters = inspect.signature(function).parameters.values()
+  names = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+  return names - set(skip), any(p.kind == p.VAR_KEYWORD for p in parameters)
 
 
-def _one_line(error, key_path):
-  message = " ".join(str(error).split())
-  return message if message.startswith("config.") else f"{key_path}: {message}"
-
-
-def registered_domains():
-  """(names of whale_jax.tasks.registry.BUILDERS, the reasoning-gym prefix), read from its
-  source so that checking a name imports no domain (and no jax)."""
-  with open(REGISTRY, encoding="utf-8") as file:
-    tree = ast.parse(file.read())
-  names, prefix = (), "reasoning_gym:"
-  for node in tree.body:
-    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-      if node.targets[0].id == "BUILDERS" and isinstance(node.value, ast.Dict):
-        names = tuple(key.value for key in node.value.keys)
-      if node.targets[0].id == "REASONING_GYM_PREFIX":
-        prefix = node.value.value
-  return names, prefix
-
-
-def check_domain_name(name, key_path):
-  names, prefix = registered_domains()
-  if isinstance(name, str) and name.startswith(prefix) and len(name) > len(prefix):
-    return
-  check_choice(name, names + (prefix + "<dataset>",), key_path, "domain")
+def check_call(function, section, key_path, skip=(), extra=()):
+  """ConfigError for a key of section that function (or extra) does not take."""
+  names, takes_any = _parameters(function, skip)
+  if not takes_any:
+    check_keys(section, names | set(extra), key_path)
 
 
 def _check_path(path, key_path, what):
@@ -145,9 +88,23 @@ def _check_path(path, key_path, what):
                       f"download {what} there or point {key_path} at it.")
 
 
-def check_model(model, key_path="config.model"):
+def check_model(model, key_path="config.model", complete=True):
+  """A model section: source "random" (ModelConfig fields + seed), "hf" (path, dtype, ...
+  and ModelConfig overrides) or "embedded". complete=False (a warm start's, whose
+  vocabulary comes from the tokenizer it trains) checks the source only."""
+  model = dict(model)
   source = model.get("source", "random")
   check_choice(source, MODEL_SOURCES, f"{key_path}.source", "model source")
+  fields = {field.name for field in dataclasses.fields(model_config_lib.ModelConfig)}
+  if not complete:
+    return
+  if source == "random":
+    seed = model.pop("seed", 0)
+    model.pop("source", None)
+    typed_config.read(int, seed, f"{key_path}.seed")
+    typed_config.read(model_config_lib.ModelConfig, model, key_path)
+    return
+  check_keys(model, fields | set(HF_MODEL_KEYS), key_path)
   if source == "hf":
     _check_path(model.get("path"), f"{key_path}.path", "the checkpoint directory")
 
@@ -160,52 +117,114 @@ def check_tokenizer(name, key_path="config.tokenizer"):
     _check_path(name, key_path, "the tokenizer")
 
 
+def check_domain_name(name, key_path):
+  prefix = registry.REASONING_GYM_PREFIX
+  if isinstance(name, str) and name.startswith(prefix) and len(name) > len(prefix):
+    return
+  check_choice(name, tuple(registry.BUILDERS) + (prefix + "<dataset>",), key_path, "domain")
+
+
+def check_domain(domain, key_path="config.domain"):
+  """A domain section: name + the builder's keyword arguments (registry.py), split_sizes
+  (splits.check_sizes) and, with verifier="judge", a judge section (judge.openai_judge)."""
+  if not isinstance(domain, dict):
+    raise ConfigError(f"{key_path}={domain!r} must be a dict.")
+  domain = dict(domain)
+  if "name" not in domain:
+    raise ConfigError(f"{key_path}.name is missing; name the domain (e.g. 'searchqa').")
+  name = domain.pop("name")
+  check_domain_name(name, f"{key_path}.name")
+  builder = (registry.reasoning_gym_domain if name.startswith(registry.REASONING_GYM_PREFIX)
+             else registry.BUILDERS[name])
+  check_call(builder, domain, key_path, skip=("dataset",))
+  if domain.get("split_sizes") is not None:
+    sizes = domain["split_sizes"]
+    if not isinstance(sizes, dict):
+      raise ConfigError(f"{key_path}.split_sizes={sizes!r} must be a dict of split sizes "
+                        f"({', '.join(splits_lib.SPLIT_NAMES)}).")
+    try:
+      splits_lib.check_sizes(sizes)
+    except ValueError as error:
+      raise ConfigError(f"{key_path}.{' '.join(str(error).split())}") from None
+  if isinstance(domain.get("judge"), dict):
+    check_call(judge_lib.openai_judge, domain["judge"], f"{key_path}.judge")
+    constrained = domain["judge"].get("constrained", "auto")
+    if constrained not in judge_lib.CONSTRAINED:
+      raise ConfigError(
+          f"{key_path}.judge.constrained={constrained!r}; use 'auto' (constrained choice where "
+          "the endpoint takes it, free text elsewhere), 'always' or 'never'.")
+  elif domain.get("verifier") == "judge":
+    raise ConfigError(
+        f"{key_path}.verifier='judge' needs {key_path}.judge = dict(base_url=..., model=...) "
+        "(tasks.judge.openai_judge options), or use verifier='exact_match'.")
+
+
 def check_proposer(search, key_path="config.search"):
+  """A search section (or a Harness Learning teacher): builders.build_proposer's layout."""
   if not isinstance(search, dict):
     raise ConfigError(f"{key_path}={search!r} must be a dict with a 'proposer' key.")
-  check_choice(search.get("proposer", "edit_library"), options.PROPOSERS,
-               f"{key_path}.proposer", "proposer")
-  if search.get("model_path"):
-    _check_path(search["model_path"], f"{key_path}.model_path", "the proposer checkpoint")
-  kind = search.get("proposer")
+  kind = search.get("proposer", "edit_library")
+  check_choice(kind, PROPOSERS, f"{key_path}.proposer", "proposer")
+  sampling = search.get("sampling") or {}
   if kind in ("agentic", "cli_agent"):
     _check_agent_proposer(search, kind, key_path)
-  if kind in (None, "edit_library") and search.get("mechanisms") is not None:
-    try:
-      edit_mechanisms.check(search["mechanisms"], f"{key_path}.mechanisms")
-    except ValueError as error:
-      raise ConfigError(str(error)) from None
+    return
+  if kind == "edit_library":
+    check_keys(search, {"proposer", "seed", "mechanisms"}, key_path)
+    if search.get("mechanisms") is not None:
+      try:
+        edit_mechanisms.check(search["mechanisms"], f"{key_path}.mechanisms")
+      except ValueError as error:
+        raise ConfigError(str(error)) from None
+  elif kind == "in_process":
+    check_keys(search, {"proposer", "seed", "sampling", "model_path", "tokenizer"}, key_path)
+    typed_config.read(sampling_api.SamplingParams, sampling, f"{key_path}.sampling")
+    if search.get("model_path"):
+      _check_path(search["model_path"], f"{key_path}.model_path", "the proposer checkpoint")
+  else:
+    for required in ("base_url", "model"):
+      if not search.get(required):
+        raise ConfigError(
+            f"{key_path}.{required} is missing; config.search.proposer='openai' needs "
+            "base_url (e.g. 'http://localhost:8000/v1') and model (the served model's name).")
+    client_names, _ = _parameters(openai_client.OpenAICompatibleClient.__init__,
+                                  skip=("self", "sleep"))
+    check_call(model_proposer.openai_proposer, search, key_path,
+               extra=client_names | {"sampling", "proposer"})
+    check_keys(sampling, openai_client.SAMPLING_FIELDS, f"{key_path}.sampling")
 
 
 def _check_agent_proposer(search, kind, key_path):
   """The keys, types and values of an agentic or CLI-agent search section."""
-  allowed = options.AGENTIC_KEYS if kind == "agentic" else options.CLI_AGENT_KEYS
+  allowed = AGENTIC_KEYS if kind == "agentic" else CLI_AGENT_KEYS
   check_keys(search, allowed, key_path)
   check_types({k: v for k, v in search.items() if v is not None}, allowed, key_path)
-  check_choice(search.get("search_answers") or "none", options.SEARCH_ANSWER_MODES,
+  check_choice(search.get("search_answers") or "none", archive_view.SEARCH_ANSWER_MODES,
                f"{key_path}.search_answers", "search_answers mode")
   if search.get("instructions"):
     _check_path(search["instructions"], f"{key_path}.instructions",
                 "the steering text file (see whale_jax/search/instructions/)")
+  typed_config.read(agent_tools.AgentBudgets, search.get("agent_budgets") or {},
+                    f"{key_path}.agent_budgets")
+  sampling = search.get("sampling") or {}
   if kind == "agentic":
     backend = search.get("agent_backend", "in_process")
-    check_choice(backend, options.AGENT_BACKENDS, f"{key_path}.agent_backend", "agent backend")
+    check_choice(backend, AGENT_BACKENDS, f"{key_path}.agent_backend", "agent backend")
     if backend == "openai":
       for required in ("base_url", "model"):
         if not search.get(required):
           raise ConfigError(f"{key_path}.{required} is missing; agent_backend='openai' needs "
                             "base_url (e.g. 'http://127.0.0.1:8000/v1') and model.")
-  budgets = search.get("agent_budgets", {})
-  check_keys(budgets, options.AGENT_BUDGET_MINIMA, f"{key_path}.agent_budgets")
-  check_types(budgets, dict.fromkeys(options.AGENT_BUDGET_MINIMA, int),
-              f"{key_path}.agent_budgets")
-  for name, minimum in options.AGENT_BUDGET_MINIMA.items():
-    if budgets.get(name, minimum) < minimum:
-      raise ConfigError(f"{key_path}.agent_budgets.{name}={budgets[name]!r} must be >= "
-                        f"{minimum}.")
-  if kind == "agentic":
+      check_call(agentic_proposer.OpenAIToolClient.__init__,
+                 {k: v for k, v in search.items()
+                  if k in ("base_url", "model", "api_key_env", "timeout_seconds",
+                           "max_retries", "max_consecutive_failures")}, key_path,
+                 skip=("self", "sleep"))
+      check_keys(sampling, openai_client.SAMPLING_FIELDS, f"{key_path}.sampling")
+    else:
+      typed_config.read(sampling_api.SamplingParams, sampling, f"{key_path}.sampling")
     return
-  check_choice(search.get("session_per", "candidate"), options.SESSION_PER,
+  check_choice(search.get("session_per", "candidate"), cli_agent.SESSION_PER,
                f"{key_path}.session_per", "session_per")
   command = search.get("command")
   if not command or not (isinstance(command, str) or (
@@ -219,7 +238,7 @@ def _check_agent_proposer(search, kind, key_path):
       raise ConfigError(f"{key_path}.{name}={value!r} must be > 0.")
   endpoint = search.get("endpoint")
   if endpoint and not (len(endpoint) == 2 and isinstance(endpoint[0], str) and
-                       _type_ok(endpoint[1], int)):
+                       isinstance(endpoint[1], int) and not isinstance(endpoint[1], bool)):
     raise ConfigError(f"{key_path}.endpoint={endpoint!r} must be (host, port), e.g. "
                       "('127.0.0.1', 8000), or () for no network.")
   try:
@@ -228,6 +247,11 @@ def _check_agent_proposer(search, kind, key_path):
     raise ConfigError(f"{key_path}.https_allow: {error}; () keeps the proxy off.") from None
   for index, path in enumerate(search.get("read_only_paths", ())):
     _check_path(path, f"{key_path}.read_only_paths[{index}]", "a path the agent program needs")
+
+
+def check_mesh(mesh, key_path="config.mesh"):
+  check_keys(mesh, MESH_KEYS, key_path)
+  check_types(mesh, dict.fromkeys(MESH_KEYS, int), key_path)
 
 
 def check_workdir(workdir):
@@ -248,85 +272,3 @@ def check_workdir(workdir):
                       "a directory path.")
 
 
-def _plain(config):
-  return config.to_dict() if hasattr(config, "to_dict") else dict(config)
-
-
-def check(config, workdir):
-  """Checks what can be checked without jax (module docstring); raises ConfigError."""
-  config = _plain(config)
-  check_keys(config, TOP_LEVEL_KEYS, "config")
-  recipe = config.get("recipe")
-  check_choice(recipe, options.RECIPES + ("compare", "warm_start"), "config.recipe", "recipe")
-  if recipe == "compare":
-    methods = config.get("methods")
-    if not isinstance(methods, (tuple, list)) or not methods:
-      raise ConfigError(f"config.methods={methods!r}; config.recipe='compare' needs a tuple "
-                        f"of recipes, e.g. ('whale', 'weight_only').")
-    for index, method in enumerate(methods):
-      check_choice(method, options.RECIPES, f"config.methods[{index}]", "recipe")
-  for name, cls in SECTIONS.items():
-    if name in config:
-      if not isinstance(config[name], dict):
-        raise ConfigError(f"config.{name}={config[name]!r} must be a dict of "
-                          f"{cls.__name__} fields.")
-      built = build_options(cls, config[name], f"config.{name}")
-      if name == "harness_learning":
-        _check_harness_learning(built)
-  for name in ("model", "domain", "search", "runtime", "mesh", "sampling", "eval_sampling"):
-    if name in config and not isinstance(config[name], dict):
-      raise ConfigError(f"config.{name}={config[name]!r} must be a dict.")
-  if "model" in config:
-    check_model(config["model"])
-  if recipe != "warm_start":
-    for name in ("model", "domain"):
-      if name not in config:
-        raise ConfigError(f"config.{name} is missing; every recipe but warm_start needs it "
-                          "(see configs/whale.py).")
-    check_tokenizer(config.get("tokenizer", ""))
-    if "name" not in config["domain"]:
-      raise ConfigError("config.domain.name is missing; name the domain (e.g. 'searchqa').")
-    check_domain_name(config["domain"]["name"], "config.domain.name")
-    check_proposer(config.get("search", {}))
-  _check_runtime(config.get("runtime", {}))
-  mesh = config.get("mesh", {})
-  check_keys(mesh, MESH_KEYS, "config.mesh")
-  check_types(mesh, dict.fromkeys(MESH_KEYS, int), "config.mesh")
-  check_workdir(workdir)
-
-
-def _check_runtime(runtime):
-  """The values of the runtime keys the recipes add: the per-episode token budget and the
-  chat template's thinking switch (their names are checked with the other runtime keys)."""
-  budget = runtime.get("max_episode_tokens", 0)
-  if not _type_ok(budget, int) or budget < 0:
-    raise ConfigError(f"config.runtime.max_episode_tokens={budget!r} must be an int >= 0: "
-                      "completion tokens per episode over all its llm calls (0 = no budget; "
-                      "the papers use 8192 or 16384).")
-  thinking = runtime.get("enable_thinking")
-  if thinking is not None and not isinstance(thinking, bool):
-    raise ConfigError(f"config.runtime.enable_thinking={thinking!r} must be True, False or "
-                      "None (the chat template's default).")
-
-
-def _check_harness_learning(hl_config):
-  key_path = "config.harness_learning"
-  build_options(reward_lib.RewardConfig, dict(hl_config.reward), f"{key_path}.reward")
-  if hl_config.proposer_model:
-    check_model(hl_config.proposer_model, f"{key_path}.proposer_model")
-  if hl_config.proposer_tokenizer:
-    check_tokenizer(hl_config.proposer_tokenizer, f"{key_path}.proposer_tokenizer")
-  if hl_config.proposer_training:
-    build_options(options.PolicyConfig, dict(hl_config.proposer_training),
-                  f"{key_path}.proposer_training")
-  for index, teacher in enumerate(hl_config.teachers):
-    check_proposer(teacher, f"{key_path}.teachers[{index}]")
-    if isinstance(teacher, dict) and teacher.get("proposer") in ("agentic", "cli_agent"):
-      raise ConfigError(f"{key_path}.teachers[{index}].proposer={teacher['proposer']!r}: a "
-                        "teacher answers one revision context without a search archive; use "
-                        "'edit_library', 'in_process' or 'openai' (the coding agents propose "
-                        "in config.search).")
-  for name in ("sft_domains", "grpo_domains"):
-    for index, entry in enumerate(getattr(hl_config, name)):
-      domain = entry.get("name") if isinstance(entry, dict) else entry
-      check_domain_name(domain, f"{key_path}.{name}[{index}]")

@@ -3,7 +3,8 @@
   summary = experiment.run(config, workdir)     # what `python -m whale_jax.main` calls
 
 Config sections (see configs/*.py for complete examples; algorithms/builders.py says what each
-builder makes of its section, algorithms/config_check.py which keys and values are allowed):
+builder makes of its section; algorithms/experiment_config.py builds the typed
+ExperimentConfig they become, checked once):
   recipe       one of RECIPES, "compare" with config.methods = (recipe, ...) run one after
                another from the same start in workdir/<recipe>/, then tabled and plotted, or
                "warm_start" (algorithms/warm_start.py).
@@ -15,6 +16,8 @@ builder makes of its section, algorithms/config_check.py which keys and values a
   whale, baseline, vace, harness_learning   the recipe's own options (options.py).
 
 Every recipe receives resolved values (a Run and its options dataclass), never the ConfigDict.
+The recipes whale_adaptive, fst and ungated are presets of whale's and vace's options
+(experiment_config.RECIPE_PRESETS).
 """
 import json
 import os
@@ -26,7 +29,7 @@ import numpy as np
 from whale_jax import atomic_files
 from whale_jax.algorithms import baselines
 from whale_jax.algorithms import builders
-from whale_jax.algorithms import config_check
+from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import harness_learning
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
@@ -44,39 +47,30 @@ BASELINES = {"weight_only": baselines.run_weight_only,
              "stagewise": baselines.run_stagewise, "sia": baselines.run_sia}
 
 
-def run_recipe(run, recipe, config):
-  """Runs one recipe on run with its options, resolved here from config."""
-  section = lambda name: builders.section(config, name)
-  if recipe in ("whale", "whale_adaptive", "fst"):
-    whale_options = section("whale")
-    if recipe == "whale_adaptive":
-      whale_options["adaptive"] = True
-    if recipe == "fst":
-      whale_options["prompt_only"] = True
-    result = whale.run_whale(run, options.WhaleConfig(**whale_options))
+def run_recipe(run, recipe, experiment):
+  """Runs one recipe on run with its options (experiment_config.RECIPE_PRESETS applied)."""
+  experiment = experiment_config.parse(experiment, run.workdir)
+  recipe_options = experiment.recipe_options(recipe)
+  if recipe in experiment_config.RECIPE_PRESETS:
+    family = experiment_config.RECIPE_PRESETS[recipe][0]
+    result = (whale.run_whale if family == "whale" else vace.run_vace)(run, recipe_options)
     if recipe == "fst":
       result["recipe"] = "fst"
     return result
-  if recipe in ("vace", "ungated"):
-    vace_options = section("vace")
-    if recipe == "ungated":
-      vace_options["gated"] = False
-    return vace.run_vace(run, options.VaceConfig(**vace_options))
   if recipe in BASELINES:
-    return BASELINES[recipe](run, options.BaselineConfig(**section("baseline")))
+    return BASELINES[recipe](run, recipe_options)
   if recipe == "harness_learning":
     return harness_learning.run_harness_learning(
-        run, options.HarnessLearningConfig(**section("harness_learning")),
-        solver_training=section("training"), domain_section=section("domain"))
+        run, recipe_options, solver_training=experiment.training,
+        domain_section=dict(experiment.domain))
   raise ValueError(f"config.recipe={recipe!r}; use one of {', '.join(RECIPES)} or 'compare'.")
 
 
-def run_one(config, workdir, recipe, show_progress=True):
+def run_one(experiment, workdir, recipe, show_progress=True):
   os.makedirs(workdir, exist_ok=True)
-  run = build_run(config, workdir, show_progress, recipe=recipe)
+  run = build_run(experiment, workdir, show_progress, recipe=recipe)
   try:
-    config_json = (json.loads(config.to_json_best_effort()) if hasattr(
-        config, "to_json_best_effort") else dict(config))
+    config_json = json.loads(json.dumps(experiment.source, default=repr))
     resolved = config_json.setdefault("resolved", {})
     describe = getattr(run.proposer, "config", None)
     if callable(describe):  # what the coding-agent proposers resolved (defaults, hashes)
@@ -89,7 +83,7 @@ def run_one(config, workdir, recipe, show_progress=True):
     if run.state.done:
       logging.info("%s already finished; reporting its summary.", workdir)
       return loop.summary(run, recipe)
-    return run_recipe(run, recipe, config)
+    return run_recipe(run, recipe, experiment)
   finally:
     checkpoint_lib.wait_until_finished(run.manager)
     run.runtime.close()
@@ -100,25 +94,25 @@ def run_one(config, workdir, recipe, show_progress=True):
 def run(config, workdir, show_progress=True):
   """Runs config.recipe (or each of config.methods for "compare"); returns the summary.
 
-  A bad config raises config_check.ConfigError before anything is built or written.
+  config: an experiment_config.ExperimentConfig (main.py parses the ConfigDict before jax
+    starts), or a ConfigDict, parsed here: a bad one raises ConfigError before anything is
+    built or written.
   """
-  config_check.check(config, workdir)
-  builders.check_sections(config)
+  experiment = experiment_config.parse(config, workdir)
   if distributed.initialize() > 1:  # hosts must agree on versions and config before compiling
     distributed.preflight(
         expected_processes=int(os.environ.get("WHALE_JAX_NUM_PROCESSES", jax.process_count())),
-        extra_fingerprint=config.to_json_best_effort(sort_keys=True))
-  recipe = config.recipe
+        extra_fingerprint=json.dumps(experiment.source, sort_keys=True, default=repr))
+  recipe = experiment.recipe
   if recipe == "warm_start":
-    return warm_start.run(options.WarmStartConfig(**builders.section(config, "warm_start")),
-                          builders.section(config, "model"),
-                          options.PolicyConfig(**builders.section(config, "training")),
+    return warm_start.run(experiment.warm_start, dict(experiment.model), experiment.training,
                           workdir, show_progress)
   if recipe != "compare":
-    return run_one(config, workdir, recipe, show_progress)
+    return run_one(experiment, workdir, recipe, show_progress)
   summaries = {}
-  for method in config.methods:
-    summaries[method] = run_one(config, os.path.join(workdir, method), method, show_progress)
+  for method in experiment.methods:
+    summaries[method] = run_one(experiment, os.path.join(workdir, method), method,
+                                show_progress)
   table = comparison_table(summaries)
   curves = {method: summary["curve"] for method, summary in summaries.items()}
   if jax.process_index() == 0:
@@ -127,7 +121,7 @@ def run(config, workdir, show_progress=True):
                                   {"methods": summaries, "table": table})
     atomic_files.write_text(os.path.join(workdir, "table.md"), table + "\n")
   print(table)
-  first = config.methods[0]
+  first = experiment.methods[0]
   changes = run_log.describe_changes(os.path.join(workdir, first))
   if changes:
     text = "\n".join([f"\nWhat {first} changed, and when (training rollouts so far):"] +

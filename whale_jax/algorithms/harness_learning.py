@@ -155,11 +155,11 @@ class Proposer:
 def build_proposer(run, hl_config, solver_training):
   """The proposer Policy of config.harness_learning, beside the solver on its mesh.
 
-  solver_training: config.training (PolicyConfig fields), used when proposer_training is
+  solver_training: config.training (a PolicyConfig), used when proposer_training is
   empty.
   """
   mesh = run.policy.mesh
-  training = dict(hl_config.proposer_training) or dict(solver_training)
+  training = hl_config.proposer_training or solver_training
   if hl_config.proposer_model:
     model_config, params, model_dir = builders.load_model(
         hl_config.proposer_model, mesh, key_path="config.harness_learning.proposer_model")
@@ -172,12 +172,12 @@ def build_proposer(run, hl_config, solver_training):
     tokenizer = (load_tokenizer(hl_config.proposer_tokenizer) if hl_config.proposer_tokenizer
                  else run.tokenizer)
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh,
-                             options.PolicyConfig(**training), name="proposer")
+                             training, name="proposer")
   manager = None
   if run.manager is not None:
     manager = checkpoint_lib.make_manager(os.path.join(run.workdir, "proposer_checkpoints"),
                                           max_to_keep=2)
-  proposer = Proposer(policy, tokenizer, SamplingParams(**hl_config.proposer_sampling),
+  proposer = Proposer(policy, tokenizer, hl_config.proposer_sampling,
                       manager)
   _check_capacity(hl_config, proposer)
   return proposer

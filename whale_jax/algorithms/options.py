@@ -9,40 +9,27 @@
   WarmStartConfig       config.warm_start (the embedded solver's warm start)
 
 Field names are the config keys. Each class checks its own values in __post_init__ and names
-the key to change. This module imports nothing heavy (no jax), so that the config boundary
-(algorithms/config_check.py) can refuse a bad config in a fraction of a second, before jax,
-the model or any sandbox starts.
+the key to change. This module imports no jax: the config boundary
+(algorithms/experiment_config.py) builds these classes, with the typed sections of the layers
+below (train/options.py, sampling/engine_config.py, sampling/api.py), before jax starts.
 """
 import dataclasses
 import os
 
+from whale_jax import typed_config
+from whale_jax.sampling import api as sampling_api
+from whale_jax.sampling import engine_config
+from whale_jax.search import archive_view
+from whale_jax.search import gate
 from whale_jax.search import reward as reward_lib
+from whale_jax.train import options as train_options
 
-EMBEDDED_SOLVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets",
-                               "demo_solver")
+SEARCH_ANSWER_MODES = archive_view.SEARCH_ANSWER_MODES
+
 RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "weight_only", "harness_only",
            "stagewise", "sia", "harness_learning")
-PROPOSERS = ("edit_library", "in_process", "openai", "agentic", "cli_agent")
-AGENT_BACKENDS = ("in_process", "openai")   # the chat client of config.search.proposer="agentic"
-SEARCH_ANSWER_MODES = ("none", "answers", "answers_and_documents")  # = archive_view's
-# The search section's keys of the coding-agent proposers (search/agentic_proposer.py,
-# search/cli_agent.py) and their types; builders.build_proposer says what each does.
-AGENTIC_KEYS = {"proposer": str, "agent_backend": str, "base_url": str, "model": str,
-                "api_key_env": str, "timeout_seconds": float, "max_retries": int,
-                "max_consecutive_failures": int, "sampling": dict, "agent_budgets": dict, "run_tool": bool,
-                "search_answers": str, "instructions": str, "name": str, "seed": int}
-CLI_AGENT_KEYS = {"proposer": str, "command": object, "wall_clock_seconds": float,
-                  "max_cost_usd": float, "endpoint": tuple, "https_allow": tuple,
-                  "read_only_paths": tuple,
-                  "pass_environment": tuple, "environment": dict, "search_answers": str,
-                  "instructions": str, "name": str, "seed": int, "session_per": str,
-                  "run_tool": bool, "agent_budgets": dict}
-SESSION_PER = ("candidate", "iteration")   # = search/cli_agent.SESSION_PER
-# = search/agent_tools.AgentBudgets fields: minimum values (config.search.agent_budgets).
-AGENT_BUDGET_MINIMA = {"max_steps": 1, "max_tokens": 1, "max_runs": 0, "max_run_tasks": 0,
-                       "max_run_episodes": 0, "max_result_chars": 1}
-ADVANTAGE_NORMALIZATIONS = ("grpo", "drgrpo", "rloo", "mean_std", "mean")  # = train/advantages
-GATE_RULES = ("strict", "sign_test", "bootstrap")   # = whale_jax.search.gate.RULES
+ADVANTAGE_NORMALIZATIONS = train_options.ADVANTAGE_NORMALIZATIONS
+GATE_RULES = gate.RULES
 SELECTION_RULES = ("strict", "best_of")
 STAGES = ("base", "sft", "grpo")
 WEIGHT_UPDATES = ("rsft", "grpo")
@@ -128,25 +115,31 @@ class PolicyConfig:
   """Training options of one model (= config.training keys).
 
   Attributes:
-    optimizer: optimizer_lib.OptimizerConfig fields.
-    grpo: grpo.GRPOConfig fields (used by train(..., "grpo")).
+    optimizer: train/options.OptimizerConfig (a dict of its fields is read into one).
+    grpo: train/options.GRPOConfig (used by train(..., "grpo")).
     row_length: tokens per packed row; longer samples are dropped by the caller.
     samples_per_step: samples per optimizer step (a minibatch).
     num_microbatches: gradient accumulation steps per optimizer step.
     rsft_temperature: temperature of the RSFT log-likelihood (the rollout temperature).
     seed: seeds the minibatch shuffling.
-    sampler: engine options (max_slots, steps_per_call, max_cache_length, ...).
+    sampler: sampling/engine_config.EngineConfig (max_slots, steps_per_call,
+      max_cache_length, ...).
   """
-  optimizer: dict = dataclasses.field(default_factory=dict)
-  grpo: dict = dataclasses.field(default_factory=dict)
+  optimizer: train_options.OptimizerConfig = train_options.OptimizerConfig()
+  grpo: train_options.GRPOConfig = train_options.GRPOConfig()
   row_length: int = 1024
   samples_per_step: int = 64
   num_microbatches: int = 1
   rsft_temperature: float = 1.0
   seed: int = 0
-  sampler: dict = dataclasses.field(default_factory=dict)
+  sampler: engine_config.EngineConfig = engine_config.EngineConfig()
 
   def __post_init__(self):
+    for name, cls in (("optimizer", train_options.OptimizerConfig),
+                      ("grpo", train_options.GRPOConfig), ("sampler", engine_config.EngineConfig)):
+      if not isinstance(getattr(self, name), cls):  # a dict of its fields
+        object.__setattr__(self, name, typed_config.read(cls, getattr(self, name),
+                                                         f"config.training.{name}"))
     if not isinstance(self.row_length, int) or self.row_length < 2:
       raise ValueError(f"config.training.row_length={self.row_length!r} must be an int >= 2.")
     if not isinstance(self.samples_per_step, int) or self.samples_per_step < 1:
@@ -224,8 +217,8 @@ class HarnessLearningConfig:
     kind: "patch" (SEARCH/REPLACE blocks; Reasoning Gym) or "program" (whole programs;
       multi-hop QA).
     proposer_model, proposer_tokenizer, proposer_training: the proposer (config.model
-      layout, a tokenizer name, PolicyConfig fields); empty: the solver's.
-    proposer_sampling: SamplingParams fields of proposer replies.
+      layout, a tokenizer name, a PolicyConfig); empty (None): the solver's.
+    proposer_sampling: the SamplingParams of proposer replies.
     teachers: proposer sections (config.search layout) that write demonstrations.
     sft_domains, grpo_domains: training domains (names or sections; empty: run.domain).
     demonstration_contexts, teacher_candidates, sft_epochs: the demonstrations and SFT.
@@ -245,9 +238,9 @@ class HarnessLearningConfig:
   kind: str = "patch"
   proposer_model: dict = dataclasses.field(default_factory=dict)
   proposer_tokenizer: str = ""
-  proposer_training: dict = dataclasses.field(default_factory=dict)
-  proposer_sampling: dict = dataclasses.field(
-      default_factory=lambda: {"max_tokens": 4096, "temperature": 1.0})
+  proposer_training: PolicyConfig | None = None
+  proposer_sampling: sampling_api.SamplingParams = sampling_api.SamplingParams(
+      max_tokens=4096, temperature=1.0)
   teachers: tuple = ({"proposer": "edit_library"},)
   sft_domains: tuple = ()
   grpo_domains: tuple = ()
@@ -271,6 +264,14 @@ class HarnessLearningConfig:
   search_answers: str = "answers_and_documents"  # = archive_view.SEARCH_ANSWERS_BY_RECIPE's
 
   def __post_init__(self):
+    key_path = "config.harness_learning"
+    if isinstance(self.proposer_training, dict):  # {}: the solver's
+      object.__setattr__(self, "proposer_training", typed_config.read(
+          PolicyConfig, self.proposer_training, f"{key_path}.proposer_training")
+                         if self.proposer_training else None)
+    if isinstance(self.proposer_sampling, dict):
+      object.__setattr__(self, "proposer_sampling", typed_config.read(
+          sampling_api.SamplingParams, self.proposer_sampling, f"{key_path}.proposer_sampling"))
     _one_of("config.harness_learning.search_answers", self.search_answers, SEARCH_ANSWER_MODES)
     for name in ("teachers", "sft_domains", "grpo_domains", "selection_rules", "adapt_stages"):
       value = getattr(self, name)

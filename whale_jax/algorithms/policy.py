@@ -75,9 +75,9 @@ class Policy:
     self.mesh = mesh
     self.config = policy_config
     self.name = name
-    self.optimizer_config = optimizer_lib.OptimizerConfig(**policy_config.optimizer)
+    self.optimizer_config = policy_config.optimizer
     self.optimizer = optimizer_lib.make(self.optimizer_config)
-    self.grpo_config = grpo.GRPOConfig(**policy_config.grpo)
+    self.grpo_config = policy_config.grpo
     self.state = train_state.create(model_config, params, self.optimizer, mesh,
                                     rules.TRAIN_RULES)
     self.reference = self._reference_logprobs = None
@@ -92,7 +92,8 @@ class Policy:
     self.sampler_mesh = (mesh_lib.host_local_mesh(mesh) if mesh_lib.spans_processes(mesh)
                          else mesh)
     self.sampler = Sampler(model_config, self._sampler_params(self.state["params"]),
-                           tokenizer=tokenizer, mesh=self.sampler_mesh, **policy_config.sampler)
+                           tokenizer=tokenizer, mesh=self.sampler_mesh,
+                           **policy_config.sampler.keywords())
     self._steps = {}
     self._row_multiple = (mesh_lib.axis_size(mesh, "batch", rules.TRAIN_RULES)
                           * policy_config.num_microbatches)

@@ -20,8 +20,13 @@ Per size (where a value is less certain it says so):
 A real checkpoint's config.json always wins: hf.load_hf reads the shapes from it.
 """
 import dataclasses
+import os
 
 from whale_jax.models.config import ModelConfig
+
+# The small solver checkpoint shipped with the package (config.model.source="embedded").
+EMBEDDED_SOLVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets",
+                               "demo_solver")
 
 _QWEN3_5_COMMON = dict(
     model_type="qwen3_5", vocab_size=248_320, head_dim=256, partial_rotary_factor=0.25,

@@ -15,6 +15,8 @@ from them, and everything in it is removed from the pool the other splits share.
 """
 import numpy as np
 
+from whale_jax import typed_config
+
 from whale_jax.tasks.domain import public_fingerprint
 
 SPLIT_NAMES = ("weight", "harness", "validation", "test")
@@ -39,11 +41,13 @@ def unique_instances(instances):
   return unique
 
 
-def _check_sizes(sizes):
-  unknown = set(sizes) - set(SPLIT_NAMES)
-  if unknown:
-    raise ValueError(f"split_sizes has unknown splits {sorted(unknown)}; the splits are "
-                     f"{', '.join(SPLIT_NAMES)}.")
+def check_sizes(sizes):
+  """Raises ValueError, naming split_sizes, unless sizes are known splits' sizes."""
+  for name in sizes:
+    if name not in SPLIT_NAMES:
+      raise ValueError(f"split_sizes[{name!r}] is not a split"
+                       f"{typed_config.did_you_mean(name, SPLIT_NAMES)}; the splits are "
+                       f"{', '.join(SPLIT_NAMES)}.")
   for name, size in sizes.items():
     if not isinstance(size, int) or size < -1:
       raise ValueError(f"split_sizes[{name!r}]={size!r} must be an int >= 0, or -1 for "
@@ -75,8 +79,8 @@ def split_instances(pool, sizes, seed, fixed=None):
   """
   sizes = dict(sizes)
   fixed = dict(fixed or {})
-  _check_sizes(sizes)
-  _check_sizes({name: 0 for name in fixed})
+  check_sizes(sizes)
+  check_sizes({name: 0 for name in fixed})
   random_state = np.random.default_rng(seed)
   splits, taken = {}, set()
   for name in SPLIT_NAMES:
