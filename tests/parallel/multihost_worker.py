@@ -63,6 +63,10 @@ def main():
     result.update(run_recipe(extra[len("recipe="):]))
     _finish(result, out_path, num_processes)
     return
+  if extra == "handoff":
+    result.update(run_handoff())
+    _finish(result, out_path, num_processes)
+    return
   result["broadcast"] = distributed.broadcast_text(f"harness from host {jax.process_index()}")
   if extra:  # a preflight-only run
     _finish(result, out_path, num_processes)
@@ -96,6 +100,44 @@ def main():
   result["generated"] = {str(i): [int(t) for t in c.token_ids]
                          for i, c in zip(mine, completions)}
   _finish(result, out_path, num_processes)
+
+
+def run_handoff():
+  """Trainer-to-sampler weights under a transfer guard that refuses copies between devices and
+  host memory: the handoff (parallel/handoff.py) must pass, gathering through host memory must
+  not."""
+  from whale_jax.parallel import handoff  # pylint: disable=g-import-not-at-top
+  params = jax.tree.map(np.asarray, decoder.init_params(CONFIG, jax.random.key(0)))
+  mesh = mesh_lib.make_mesh(data=2, fsdp=2)
+  placed = mesh_lib.place(params, decoder.logical_axes(CONFIG), mesh, rules.TRAIN_RULES)
+  expected = jax.tree.map(lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True)),
+                          placed)
+  to_sampler = handoff.make_handoff(decoder.logical_axes(CONFIG), mesh, rules.SAMPLE_RULES)
+  local_mesh = mesh_lib.host_local_mesh(mesh)
+  # On CPU, reading a device array into numpy is zero-copy and not counted as a device-to-host
+  # transfer; placing numpy on devices is a host-to-device one. Both directions are refused,
+  # explicit transfers included; device-to-device ones stay allowed.
+  with jax.transfer_guard_device_to_host("disallow_explicit"), \
+       jax.transfer_guard_host_to_device("disallow_explicit"):
+    local = jax.block_until_ready(to_sampler(placed))
+    try:  # the old way: all-gather into host numpy, then place on the local mesh
+      gathered = jax.tree.map(
+          lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True)), placed)
+      mesh_lib.place(gathered, decoder.logical_axes(CONFIG), local_mesh, rules.SAMPLE_RULES)
+      gather_error = ""
+    except Exception as error:  # pylint: disable=broad-except
+      gather_error = f"{type(error).__name__}: {error}"[:300]
+  shardings = jax.tree.leaves(jax.tree.map(lambda x: x.sharding, local))
+  held, before = handoff.handoff_bytes_per_chip(
+      jax.eval_shape(lambda: params), decoder.logical_axes(CONFIG), mesh, rules.TRAIN_RULES,
+      rules.SAMPLE_RULES)
+  return {"handoff_equal": all(np.array_equal(np.asarray(a), b) for a, b in zip(
+              jax.tree.leaves(local), jax.tree.leaves(expected))),
+          "on_local_mesh": all(s.mesh.devices.tolist() == local_mesh.devices.tolist()
+                               for s in shardings),
+          "local_devices_only": all(d.process_index == jax.process_index()
+                                    for x in jax.tree.leaves(local) for d in x.devices()),
+          "gather_error": gather_error, "bytes_held": held, "bytes_before": before}
 
 
 def run_recipe(workdir):

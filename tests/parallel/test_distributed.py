@@ -60,6 +60,21 @@ def test_two_processes_compute_like_one(tmp_path):
   assert generated == single["generated"]  # each host sampled its share; together: the same
 
 
+def test_the_weight_handoff_stays_on_the_devices(tmp_path):
+  """Two processes: the trainer-to-sampler handoff runs under a transfer guard that refuses
+  transfers between devices and host memory (explicit ones included) and gives each host the
+  gathered weights on its own devices; the old way (all-gather into host numpy, then place)
+  fails under the same guard."""
+  results = run_processes(tmp_path, 2, extras=("handoff", "handoff"))
+  for result in results:
+    assert result["handoff_equal"] and result["on_local_mesh"] and result["local_devices_only"]
+    assert "Disallowed" in result["gather_error"], result["gather_error"]
+    # SAMPLE_RULES shard nothing over fsdp and the local mesh has no tensor split here, so a
+    # chip holds the whole model for its sampler, against a quarter of it as a trainer shard
+    # (data=2 x fsdp=2 over 4 chips, embed split over fsdp only: half of each embed weight).
+    assert result["bytes_held"] > result["bytes_before"] > 0
+
+
 def test_preflight_names_hosts_with_other_versions(tmp_path):
   results = run_processes(tmp_path, 2, extras=("config=a", "config=b"))
   for result in results:

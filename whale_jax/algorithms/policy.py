@@ -12,9 +12,9 @@ algorithms call train() only between rollouts.
 
 On a mesh that spans several hosts, each host samples its own share of the episodes
 (algorithms/hosts.py), so its sampler must not join collectives with the other hosts: it
-decodes on a mesh of its own devices (mesh.host_local_mesh) from a copy of the params gathered
-at the end of train() (one all-gather of the weights per call; each host then holds the full
-weights once more, for decoding).
+decodes on a mesh of its own devices (mesh.host_local_mesh) from a copy of the params made
+at the end of train() by one device-to-device resharding (parallel/handoff.py: each host then
+holds the full weights once more, for decoding; nothing passes through host memory).
 
 Minibatches: samples are shuffled (seeded by the policy's seed and step) and cut into
 minibatches of samples_per_step samples, one optimizer step each (RSFT's "SFT minibatch";
@@ -37,11 +37,11 @@ set_state, so a resumed run keeps the initial weights as its reference, not the 
 import functools
 
 import jax
-from jax.experimental import multihost_utils
 import numpy as np
 
 from whale_jax.algorithms import options
 from whale_jax.models import decoder
+from whale_jax.parallel import handoff as handoff_lib
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
@@ -89,6 +89,7 @@ class Policy:
           model_config, self.reference, mesh, rules.TRAIN_RULES, self.grpo_config.temperature,
           policy_config.num_microbatches)
     self._logprobs = None  # built on the first GRPO update
+    self._handoff = None   # trainer -> sampler weights on a multi-host mesh
     self.sampler_mesh = (mesh_lib.host_local_mesh(mesh) if mesh_lib.spans_processes(mesh)
                          else mesh)
     self.sampler = Sampler(model_config, self._sampler_params(self.state["params"]),
@@ -115,10 +116,10 @@ class Policy:
     this host's full copy on its local mesh (every host must call this together)."""
     if self.sampler_mesh is self.mesh:
       return params
-    gathered = jax.tree.map(
-        lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True)), params)
-    return mesh_lib.place(gathered, decoder.logical_axes(self.model_config), self.sampler_mesh,
-                          rules.SAMPLE_RULES)
+    if self._handoff is None:
+      self._handoff = handoff_lib.make_handoff(decoder.logical_axes(self.model_config),
+                                               self.mesh, rules.SAMPLE_RULES)
+    return self._handoff(params)
 
   def set_state(self, state):
     """Replaces the train state (e.g. after a restore) and points the sampler at it."""

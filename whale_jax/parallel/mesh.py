@@ -64,14 +64,16 @@ def spans_processes(mesh):
   return mesh is not None and len({d.process_index for d in mesh.devices.flat}) > 1
 
 
-def host_local_mesh(mesh):
-  """A mesh over this process's devices with mesh's axes: what a host's sampler decodes on.
+def host_local_mesh(mesh, process_index=None):
+  """A mesh over one process's devices (default this one's) with mesh's axes: what a host's
+  sampler decodes on.
 
   On a multi-host run each host samples its own episodes, so its sampler must not take part
   in collectives with other hosts. The local mesh keeps mesh's tensor size when this host has
   that many devices (else as many as divide the local count) and puts the rest on data.
   """
-  local = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+  process_index = jax.process_index() if process_index is None else process_index
+  local = [d for d in mesh.devices.flat if d.process_index == process_index]
   tensor = math.gcd(mesh.shape["tensor"], len(local))
   return make_mesh(data=len(local) // tensor, fsdp=1, tensor=tensor, devices=local)
 
