@@ -35,6 +35,8 @@ Sections (configs/*.py hold complete examples):
             harness split, counted as harness rollouts), search_answers ("" = the recipe's
             default, archive_view.SEARCH_ANSWERS_BY_RECIPE), instructions (a steering file;
             "" = the domain's in search/instructions/), name, seed.
+            context_tokens (any proposer): the budget of the proposer context rendered
+            from the archive (meta_harness.DEFAULT_CONTEXT_TOKENS = 16,000 by default).
             "cli_agent": a command run jailed in a copy of the archive view
             (search/cli_agent.py): command, wall_clock_seconds, max_cost_usd, endpoint
             ((host, port) the agent may reach as plain TCP, or () for none), https_allow
@@ -78,6 +80,7 @@ from whale_jax.search import agentic_proposer
 from whale_jax.search import archive_view
 from whale_jax.search import cli_agent
 from whale_jax.search import edit_library
+from whale_jax.search import meta_harness
 from whale_jax.search import model_proposer
 from whale_jax.search import steering
 from whale_jax.tasks import judge as judge_lib
@@ -235,6 +238,7 @@ def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
     recipe: the recipe the proposer serves (the default of search_answers).
   """
   search_section = dict(search_section)
+  search_section.pop("context_tokens", None)   # the search's (build_run puts it in the Run)
   kind = search_section.pop("proposer", "edit_library")
   if kind in ("agentic", "cli_agent"):
     return _build_agent(kind, search_section, policy, tokenizer, domain, recipe)
@@ -308,7 +312,9 @@ def build_run(experiment, workdir, show_progress=True, recipe=None):
       eval_sampling=experiment.eval_sampling, proposer=proposer,
       log=run_log.RunLog(workdir, enabled=jax.process_index() == 0),
       counts=run_log.RolloutCounts(), state=loop.LoopState(incumbent=domain.seed_harness),
-      manager=manager, tokenizer=tokenizer, show_progress=show_progress)
+      manager=manager, tokenizer=tokenizer, show_progress=show_progress,
+      search_context_tokens=search_section.get("context_tokens",
+                                               meta_harness.DEFAULT_CONTEXT_TOKENS))
   loop.restore(run, train_state.abstract(model_config, policy.optimizer, mesh,
                                          rules.TRAIN_RULES))
   return run

@@ -163,6 +163,13 @@ def check_proposer(search, key_path="config.search"):
   """A search section (or a Harness Learning teacher): builders.build_proposer's layout."""
   if not isinstance(search, dict):
     raise ConfigError(f"{key_path}={search!r} must be a dict with a 'proposer' key.")
+  search = dict(search)
+  context_tokens = search.pop("context_tokens", None)   # any proposer: the context's budget
+  if context_tokens is not None and (isinstance(context_tokens, bool) or
+                                     not isinstance(context_tokens, int) or context_tokens < 1):
+    raise ConfigError(f"{key_path}.context_tokens={context_tokens!r} must be a positive int: "
+                      "the tokens of the proposer context rendered from the archive (default "
+                      "16000).")
   kind = search.get("proposer", "edit_library")
   check_choice(kind, PROPOSERS, f"{key_path}.proposer", "proposer")
   sampling = search.get("sampling") or {}
@@ -270,5 +277,3 @@ def check_workdir(workdir):
   if not os.path.isdir(parent):
     raise ConfigError(f"--workdir={workdir!r} lies under {parent!r}, which is a file; pass "
                       "a directory path.")
-
-

@@ -3,7 +3,8 @@
 Every process of a multi-host run executes the same loop. Weight steps are SPMD programs over
 the global mesh; the host-side work around them is split like this:
 
-  ShardedRuntime(runtime)     run_episodes(harness, episodes): this host runs episodes
+  ShardedRuntime(runtime)     run_episodes(harness, episodes) (and run_many, several
+                              harnesses' batches in one gather): this host runs episodes
                               p, p + P, p + 2P, ... (p = its process index, P = processes);
                               the trajectories of all hosts are gathered, so every host
                               returns the whole list, in order. Training batches, search
@@ -30,6 +31,7 @@ import jax
 
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.parallel import distributed
+from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import proposal as proposal_lib
 
 
@@ -56,25 +58,37 @@ class ShardedRuntime:
     self.local_episodes = 0  # episodes this host ran
 
   def run_episodes(self, harness, episodes):
-    episodes = list(episodes)
-    mine = episodes[self.process_index::self.process_count]
-    trajectories = self.runtime.run_episodes(harness, mine) if mine else []
-    self.local_episodes += len(mine)
-    payload = json.dumps({"digest": _episodes_digest(harness, episodes),
-                          "trajectories": [t.to_json() for t in trajectories]})
+    return self.run_many([(harness, episodes)])[0]
+
+  def run_many(self, batches):
+    """[[Trajectory]] of batches [(harness, [Episode])]: this host runs its share of every
+    batch (all in flight together on its runtime), then one gather gives every host all."""
+    batches = [(harness, list(episodes)) for harness, episodes in batches]
+    mine = [(harness, episodes[self.process_index::self.process_count])
+            for harness, episodes in batches]
+    local = search_evaluation.run_batches(self.runtime, mine)
+    self.local_episodes += sum(len(episodes) for _, episodes in mine)
+    digest = hashlib.sha256("".join(_episodes_digest(harness, episodes)
+                                    for harness, episodes in batches).encode()).hexdigest()[:16]
+    payload = json.dumps({"digest": digest,
+                          "trajectories": [[t.to_json() for t in batch] for batch in local]})
     shares = [json.loads(text) for text in self.allgather(payload)]
     drifted = [host for host, share in enumerate(shares)
                if share["digest"] != shares[0]["digest"]]
     if drifted:
+      total = sum(len(episodes) for _, episodes in batches)
       raise RuntimeError(
           f"Hosts {drifted} were asked to run other episodes (or another harness) than host 0 "
-          f"({len(episodes)} episodes here, harness {harness.hash}): the hosts' loops have "
-          "drifted apart. Check that every host runs the same config and code on the same "
-          "workdir.")
+          f"({total} episodes here, harnesses {[h.hash for h, _ in batches]}): the hosts' "
+          "loops have drifted apart. Check that every host runs the same config and code on "
+          "the same workdir.")
     gathered = []
-    for index in range(len(episodes)):
-      share = shares[index % self.process_count]["trajectories"]
-      gathered.append(trajectory_lib.Trajectory.from_json(share[index // self.process_count]))
+    for number, (_, episodes) in enumerate(batches):
+      batch = []
+      for index in range(len(episodes)):
+        share = shares[index % self.process_count]["trajectories"][number]
+        batch.append(trajectory_lib.Trajectory.from_json(share[index // self.process_count]))
+      gathered.append(batch)
     return gathered
 
   def __getattr__(self, name):  # submit, close, worker_pids, ...: this host's runtime

@@ -215,6 +215,7 @@ class Run:
     manager: the orbax CheckpointManager (None: no checkpoints).
     tokenizer: the solver's tokenizer.
     last_batch: the RolloutBatch of the latest GRPO step (VACE records its trajectories).
+    search_context_tokens: the proposer context's budget (config.search.context_tokens).
   """
   workdir: str
   loop: options.LoopConfig
@@ -231,6 +232,7 @@ class Run:
   tokenizer: object = None
   show_progress: bool = True
   last_batch: rollouts_lib.RolloutBatch | None = None
+  search_context_tokens: int = meta_harness.DEFAULT_CONTEXT_TOKENS
 
   @property
   def splits(self):
@@ -529,7 +531,8 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
       incoming, evaluate, bind_proposer(run, archive_dir, evaluate), archive_dir,
       domain=run.domain, instances=run.splits["harness"], weights_id=run.policy.weights_id,
       candidates_per_iteration=run.loop.candidates_per_iteration, prompt_only=prompt_only,
-      seed=run.loop.seed, tokenizer=None, session=label, **budget)
+      seed=run.loop.seed, context_budget_tokens=run.search_context_tokens, tokenizer=None,
+      session=label, **budget)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   agent = count_agent_sessions(run, archive_dir)
   run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,

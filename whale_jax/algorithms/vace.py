@@ -190,7 +190,8 @@ def _gated_revision(run, vace_config, episodes, weights_change_later):
   archive_dir = os.path.join(run.host_dir, "archive", label)
   candidate, _ = single_proposal.propose_one(
       current, loop.bind_proposer(run, archive_dir, loop.make_evaluate(run)), run.domain,
-      archive_dir, episodes=episodes, iteration=state.cycle + 2)
+      archive_dir, episodes=episodes, iteration=state.cycle + 2,
+      context_budget_tokens=run.search_context_tokens)
   loop.count_agent_sessions(run, archive_dir)
   validation = None
   if candidate is not None and vace_config.gated:

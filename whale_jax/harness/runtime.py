@@ -199,9 +199,16 @@ class HarnessRuntime:
 
   def run_episodes(self, harness, episodes):
     """Runs the episodes (concurrently) and returns their trajectories in order."""
-    futures = [self.submit(harness, episode) for episode in episodes]
-    concurrent.futures.wait(futures)  # one wake-up for the batch, not one per episode
-    return [future.result() for future in futures]
+    return self.run_many([(harness, episodes)])[0]
+
+  def run_many(self, batches):
+    """Runs the episodes of several harnesses, batches = [(harness, [Episode])], all queued
+    at once (the workers take them in order, the backend serves their calls together);
+    returns [[Trajectory]], one list per batch, in order."""
+    futures = [[self.submit(harness, episode) for episode in episodes]
+               for harness, episodes in batches]
+    concurrent.futures.wait([f for batch in futures for f in batch])  # one wake-up
+    return [[future.result() for future in batch] for batch in futures]
 
   def close(self):
     """Cancels queued episodes, kills in-flight ones (infra_error) and stops the workers."""

@@ -6,6 +6,7 @@ that search and the gate call.
   keys = sample_keys(instances, seed=0)                   # one sample key per task
   evaluation = evaluate(harness, instances, keys)
   evaluation.scores, evaluation.trajectories, evaluation.success_rate, evaluation.mean_turns
+  evaluations = evaluate_many(evaluate, [(h, instances, keys) for h in candidates])  # at once
 
 Any callable `evaluate(harness, instances, sample_keys) -> Evaluation` will do (tests pass
 fakes). The sample key of a task is the seed of its episode: the runtime seeds llm call k of
@@ -22,6 +23,15 @@ score 0. An "infra_error" episode (not the harness's fault) is run again up to i
 times and scores 0 if it never succeeds; the count is in evaluation.num_infra_errors, and the
 cache never stores it. Retried episodes count as rollouts. Turns are the llm calls of an
 episode (WHALE's turn count).
+
+Several harnesses at once (WHALE evaluates an iteration's 3 candidates in parallel):
+collect_many takes [(harness, instances, seeds)] and puts every job's episodes in flight as
+one batch (runtime.run_many: the runtime's workers and the engine's slots serve them
+together; a runtime without run_many runs the jobs one after another), retries the infra
+failures of all jobs as one batch and verifies all answers in one domain call. Each episode
+keeps its own seed, so the results equal one collect per job, in any order. evaluate_many
+(evaluate, jobs) does this for an evaluate function that has evaluate_many (Evaluator, the
+evaluation cache's CachedEvaluator) and calls any other one job after another.
 """
 import dataclasses
 from typing import Sequence
@@ -125,38 +135,86 @@ def collect(runtime, domain, harness, instances, seeds, sampling, infra_retries=
     infra_retries: extra attempts for an episode that ends "infra_error".
     episode_ids: one name per episode for its trajectory (default "").
   """
-  instances, seeds = list(instances), [int(seed) for seed in seeds]
-  if len(instances) != len(seeds):
-    raise ValueError(f"collect got {len(instances)} instances but {len(seeds)} seeds; give "
-                     "one seed per instance.")
-  episode_ids = list(episode_ids or [""] * len(instances))
+  return collect_many(runtime, domain, [(harness, instances, seeds, episode_ids)], sampling,
+                      infra_retries)[0]
 
-  def episodes(indices):
+
+def run_batches(runtime, batches):
+  """[[Trajectory]] of batches [(harness, [Episode])]: all in flight together through
+  runtime.run_many, or one batch after another with run_episodes on a runtime without it."""
+  batches = [(harness, list(episodes)) for harness, episodes in batches]
+  run_many = getattr(runtime, "run_many", None)
+  if run_many is not None:
+    return [list(trajectories) for trajectories in run_many(batches)]
+  return [list(runtime.run_episodes(harness, episodes)) if episodes else []
+          for harness, episodes in batches]
+
+
+def collect_many(runtime, domain, jobs, sampling, infra_retries=INFRA_RETRIES):
+  """collect for several jobs at once (module docstring); returns one Evaluation per job.
+
+  Args:
+    jobs: [(harness, instances, seeds)] or [(harness, instances, seeds, episode_ids)]: what
+      collect takes, per job.
+    sampling, infra_retries: as collect's, for every job.
+  """
+  prepared = []
+  for job in jobs:
+    harness, instances, seeds, *rest = job
+    instances, seeds = list(instances), [int(seed) for seed in seeds]
+    if len(instances) != len(seeds):
+      raise ValueError(f"collect got {len(instances)} instances but {len(seeds)} seeds; give "
+                       "one seed per instance.")
+    episode_ids = list((rest[0] if rest else None) or [""] * len(instances))
+    prepared.append((harness, instances, seeds, episode_ids))
+
+  def episodes(job, indices):
+    _, instances, seeds, episode_ids = job
     return [domain_lib.make_episode(domain, instances[i], sampling.replace(seed=seeds[i]),
                                     episode_id=episode_ids[i]) for i in indices]
 
-  trajectories = list(runtime.run_episodes(harness, episodes(range(len(instances))))
-                      if instances else [])
-  rollouts = len(instances)
-  generated_tokens = sum(t.num_completion_tokens for t in trajectories)
+  trajectories = run_batches(runtime, [(job[0], episodes(job, range(len(job[1]))))
+                                       for job in prepared])
+  rollouts = [len(job[1]) for job in prepared]
+  generated_tokens = [sum(t.num_completion_tokens for t in batch) for batch in trajectories]
   for _ in range(infra_retries):
-    failed = [i for i, t in enumerate(trajectories) if t.outcome == "infra_error"]
-    if not failed:
+    failed = [[i for i, t in enumerate(batch) if t.outcome == "infra_error"]
+              for batch in trajectories]
+    if not any(failed):
       break
-    retried = runtime.run_episodes(harness, episodes(failed))
-    rollouts += len(failed)
-    generated_tokens += sum(t.num_completion_tokens for t in retried)
-    for index, trajectory in zip(failed, retried):
-      trajectories[index] = trajectory
-  scores = [0.0] * len(trajectories)  # an episode that did not end "ok" scores 0
-  ok = [index for index, trajectory in enumerate(trajectories) if trajectory.ok]
-  verified = domain_lib.verify_episodes(domain, [instances[i] for i in ok],
-                                        [trajectories[i].answer for i in ok],
-                                        [trajectories[i] for i in ok])
-  for index, score in zip(ok, verified):
-    scores[index] = score
-  return Evaluation(tuple(i.id for i in instances), tuple(seeds), tuple(scores),
-                    tuple(trajectories), rollouts=rollouts, generated_tokens=generated_tokens)
+    retried = run_batches(runtime, [(job[0], episodes(job, indices))
+                                    for job, indices in zip(prepared, failed)])
+    for number, (indices, again) in enumerate(zip(failed, retried)):
+      rollouts[number] += len(indices)
+      generated_tokens[number] += sum(t.num_completion_tokens for t in again)
+      for index, trajectory in zip(indices, again):
+        trajectories[number][index] = trajectory
+  # One verification call over every job's finished episodes (a judge answers them together).
+  ok = [(number, index) for number, batch in enumerate(trajectories)
+        for index, trajectory in enumerate(batch) if trajectory.ok]
+  verified = domain_lib.verify_episodes(
+      domain, [prepared[n][1][i] for n, i in ok], [trajectories[n][i].answer for n, i in ok],
+      [trajectories[n][i] for n, i in ok])
+  scores = [[0.0] * len(batch) for batch in trajectories]  # not ended "ok": scores 0
+  for (number, index), score in zip(ok, verified):
+    scores[number][index] = score
+  return [Evaluation(tuple(i.id for i in job[1]), tuple(job[2]), tuple(scores[number]),
+                     tuple(trajectories[number]), rollouts=rollouts[number],
+                     generated_tokens=generated_tokens[number])
+          for number, job in enumerate(prepared)]
+
+
+def evaluate_many(evaluate, jobs):
+  """[Evaluation] of jobs [(harness, instances, sample_keys)]: through evaluate.evaluate_many
+  (every job's episodes in flight together) when evaluate has it, else one job after
+  another. The results are the same either way (module docstring)."""
+  jobs = [(harness, list(instances), [int(key) for key in keys])
+          for harness, instances, keys in jobs]
+  many = getattr(evaluate, "evaluate_many", None)
+  results = many(jobs) if many is not None and jobs else [
+      evaluate(harness, instances, keys) for harness, instances, keys in jobs]
+  return [as_evaluation(result, instances, keys)
+          for result, (_, instances, keys) in zip(results, jobs)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +242,14 @@ class Evaluator:
                        "give one sample key per instance.")
     return collect(self.runtime, self.domain, harness, instances, keys, self.sampling,
                    self.infra_retries)
+
+  def evaluate_many(self, jobs):
+    """[Evaluation] of jobs [(harness, instances, sample_keys)], all in flight together."""
+    for _, instances, keys in jobs:
+      if len(list(instances)) != len(list(keys)):
+        raise ValueError(f"evaluate got {len(list(instances))} instances but {len(list(keys))} "
+                         "sample keys; give one sample key per instance.")
+    return collect_many(self.runtime, self.domain, jobs, self.sampling, self.infra_retries)
 
 
 def make_evaluate(runtime, domain, sampling, weights_id=None, infra_retries=INFRA_RETRIES):

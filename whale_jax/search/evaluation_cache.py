@@ -11,7 +11,8 @@ where <weights> is the weights id made safe for a file name plus a short hash of
 are appended as evaluations finish; a torn last one (a crash mid-write) is skipped when read.
 The <harness hash>.jsonl files of caches written before are read too. Episodes that ended
 "infra_error" are never stored, so they are run again. Several caches may share a directory
-(e.g. harness search and the validation gate), within one process.
+(e.g. harness search and the validation gate), within one process. CachedEvaluator.
+evaluate_many looks up several jobs and evaluates what all of them miss together.
 """
 import dataclasses
 import hashlib
@@ -92,25 +93,35 @@ class CachedEvaluator:
   weights_id: str
 
   def __call__(self, harness, instances, keys):
-    instances, keys = list(instances), [int(key) for key in keys]
-    found = [self.cache.lookup(harness.hash, self.weights_id, instance.id, key)
-             for instance, key in zip(instances, keys)]
-    missing = [i for i, entry in enumerate(found) if entry is None]
-    rollouts = generated_tokens = 0
-    if missing:
-      subset = [instances[i] for i in missing]
-      subset_keys = [keys[i] for i in missing]
-      result = evaluation_lib.as_evaluation(self.evaluate(harness, subset, subset_keys),
-                                            subset, subset_keys)
+    return self.evaluate_many([(harness, instances, keys)])[0]
+
+  def evaluate_many(self, jobs):
+    """[Evaluation] of jobs [(harness, instances, sample_keys)]: the missing episodes of all
+    jobs go to evaluation.evaluate_many together (in flight at once where evaluate can)."""
+    jobs = [(harness, list(instances), [int(key) for key in keys])
+            for harness, instances, keys in jobs]
+    found = [[self.cache.lookup(harness.hash, self.weights_id, instance.id, key)
+              for instance, key in zip(instances, keys)] for harness, instances, keys in jobs]
+    missing = [[i for i, entry in enumerate(entries) if entry is None] for entries in found]
+    asked = [number for number, indices in enumerate(missing) if indices]
+    subsets = [(jobs[n][0], [jobs[n][1][i] for i in missing[n]],
+                [jobs[n][2][i] for i in missing[n]]) for n in asked]
+    costs = [(0, 0)] * len(jobs)
+    if getattr(self.evaluate, "evaluate_many", None) is not None:
+      results = evaluation_lib.evaluate_many(self.evaluate, subsets)
+    else:  # one after another, each stored as it finishes (the next one may raise)
+      results = (evaluation_lib.evaluate_many(self.evaluate, [subset])[0] for subset in subsets)
+    for number, subset, result in zip(asked, subsets, results):
+      harness = subset[0]
       self.cache.store(harness.hash, self.weights_id, result.task_ids, result.sample_keys,
                        result.scores, result.trajectories)
-      rollouts, generated_tokens = result.rollouts, result.generated_tokens
-      for index, score, trajectory in zip(missing, result.scores, result.trajectories):
-        found[index] = (score, trajectory)
-    return evaluation_lib.Evaluation(
-        tuple(i.id for i in instances), tuple(keys), tuple(entry[0] for entry in found),
-        tuple(entry[1] for entry in found), rollouts=rollouts,
-        generated_tokens=generated_tokens)
+      costs[number] = (result.rollouts, result.generated_tokens)
+      for index, score, trajectory in zip(missing[number], result.scores, result.trajectories):
+        found[number][index] = (score, trajectory)
+    return [evaluation_lib.Evaluation(
+        tuple(i.id for i in instances), tuple(keys), tuple(entry[0] for entry in entries),
+        tuple(entry[1] for entry in entries), rollouts=cost[0], generated_tokens=cost[1])
+            for (_, instances, keys), entries, cost in zip(jobs, found, costs)]
 
 
 def cached(evaluate, cache, weights_id):

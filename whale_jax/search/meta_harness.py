@@ -54,11 +54,20 @@ components, hypothesis per candidate: whale_jax.search.pending_eval); a candidat
 write, or wrote without a valid entry, comes back as a failed proposal and is archived as
 rejected with the reason, like any refused one.
 
-Departures from WHALE: the default proposers are function calls on a context rendered from the
-archive (the CLI agent browses a copy of the archive view, not the archive directory itself);
-candidates of an iteration are evaluated one after another (each with its episodes in parallel
-on the runtime); no separate validation gate (use whale_jax.search.validation_gate where a
-recipe wants one).
+Parallel evaluation: as in WHALE, the candidates of an iteration are evaluated together: every
+proposal is checked first, then all candidates' episodes go to the runtime as one batch
+(evaluation.evaluate_many: the runtime's workers and the engine's slots serve them at once),
+each candidate with the same sample keys as a serial evaluation, so the scores and traces are
+those of one evaluation after another (parallel_candidates=False). They are archived in
+proposal order afterwards; an exception in that batch archives none of the iteration's
+candidates (the evaluation cache keeps what it stored). An evaluate function without
+evaluate_many (a plain callable) evaluates them one after another, archiving those before
+an interruption.
+
+Departures from WHALE: the one-shot proposers are function calls on a context rendered from
+the archive, cut to context_budget_tokens (config.search.context_tokens); the CLI agent
+browses a copy of the archive view, not the archive directory itself; no separate validation
+gate (use whale_jax.search.validation_gate where a recipe wants one).
 """
 import dataclasses
 import glob
@@ -76,6 +85,9 @@ from whale_jax.search import evaluation_cache
 from whale_jax.search import proposal as proposal_lib
 
 RUN_FILE = "search.json"
+# The one-shot proposers' context budget (config.search.context_tokens): the prompt rendered
+# from the archive (whale_jax.search.context) is cut to this many tokens.
+DEFAULT_CONTEXT_TOKENS = 16_000
 MATCHING_RUN_FIELDS = ("incoming_hash", "weights_id", "task_ids", "seed",
                        "candidates_per_iteration", "prompt_only", "domain")
 
@@ -177,9 +189,9 @@ def _render_messages(messages):
 def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weights_id=None,
            iterations=None, min_iterations=None, patience=None, max_iterations=None,
            candidates_per_iteration=3, prompt_only=False, seed=0,
-           context_budget_tokens=16_000, tokenizer=None,
+           context_budget_tokens=DEFAULT_CONTEXT_TOKENS, tokenizer=None,
            max_lines=static_checks.DEFAULT_MAX_LINES, cache_dir=None, context_options=None,
-           session=""):
+           session="", parallel_candidates=True):
   """Runs (or resumes) a Meta-Harness search; see the module docstring.
 
   Args:
@@ -202,6 +214,9 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
     context_options: extra keyword arguments for context.build_context (num_failing, ...).
     session: names this search among the run's searches (ProposerContext.session: the
       proposer's seeds fold it in, so each harness phase of a recipe draws its own proposals).
+    parallel_candidates: evaluate an iteration's candidates together (one batch of all their
+      episodes, evaluation.evaluate_many) when evaluate has evaluate_many (an Evaluator);
+      False, or a plain evaluate callable: one after another. Same results either way.
   """
   _check_budget(iterations, min_iterations, patience, max_iterations)
   if candidates_per_iteration < 1:
@@ -258,33 +273,50 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
     done = {c.index for c in archive.candidates if c.iteration == iteration}
     parent = archive.get(meta["incumbent_id"])
     parent_source = archive.source(parent.id)
+    # Check every proposal first, then evaluate the ones to evaluate together, then archive
+    # all in index order: the archive a serial search would write.
+    checked = []      # (index, proposal, prepared, candidate); the id is set when archived
+    to_evaluate = {}  # hash -> index of the first proposal with that program
     for index, proposal in enumerate(proposals):
       if index in done or proposal.call_failed:
         continue
       prepared = candidate_check.prepare_candidate(
           proposal, parent_source, domain.allowed_imports, max_lines,
           prompt_only_reference=incoming.source if prompt_only else None)
-      source = prepared.source
       candidate = candidate_check.archive_record(
           archive, proposal, prepared, iteration=iteration, index=index, parent=parent.id,
           proposer=run["proposer"], weights_id=weights_id,
           instruction_version=meta["instruction_version"],
           instruction_hash=meta["instruction_hash"])
+      if (prepared.ok and archive.find_hash(candidate.hash) is None and
+          candidate.hash not in to_evaluate):
+        to_evaluate[candidate.hash] = index
+      checked.append((index, proposal, prepared, candidate))
+    harnesses = {index: program.Harness(prepared.source, parent=parent.hash,
+                                        origin=candidate.origin)
+                 for index, _, prepared, candidate in checked
+                 if to_evaluate.get(candidate.hash) == index}
+    evaluations, error = _evaluate_candidates(
+        evaluate_cached, harnesses, instances, keys,
+        parallel_candidates and hasattr(evaluate, "evaluate_many"))
+    for index, proposal, prepared, candidate in checked:
+      if index in harnesses and index not in evaluations:
+        raise error   # archived up to here, as a serial search stopped by it would have
+      candidate.id = archive.next_id()
       original = archive.find_hash(candidate.hash)
-      if original is not None:
+      if original is not None:   # archived before, or earlier in this iteration
         candidate.status = "duplicate"
         candidate.duplicate_of = original.duplicate_of or original.id
         candidate.reasons = [candidate_check.reason(
             "duplicate", f"Same program as {candidate.duplicate_of}; it is not evaluated "
             "again.")]
         candidate.static_check = []
-      if not prepared.ok or original is not None:
-        record(candidate, source=source, raw_output=proposal.raw_output)
+      if index not in evaluations:
+        record(candidate, source=prepared.source, raw_output=proposal.raw_output)
         continue
-      harness = program.Harness(source, parent=parent.hash, origin=candidate.origin)
-      evaluation = evaluate_cached(harness, instances, keys)
       candidate.status = "evaluated"
-      record(candidate, source=source, raw_output=proposal.raw_output, evaluation=evaluation)
+      record(candidate, source=prepared.source, raw_output=proposal.raw_output,
+             evaluation=evaluations[index])
     new_accepted = pick_accepted(_up_to(archive, iteration))
     if new_accepted.id != accepted.id:
       last_new_best = iteration
@@ -399,6 +431,23 @@ def _load_context(archive, iteration):
       recent_mechanisms=tuple(data["recent_mechanisms"]),
       allowed_imports=tuple(data["allowed_imports"]),
       **{name: data[name] for name in _CONTEXT_FIELDS if name in data})  # older: no session
+
+
+def _evaluate_candidates(evaluate, harnesses, instances, keys, parallel):
+  """({index: Evaluation}, None) of harnesses {index: Harness}, each on instances with the
+  same keys: all their episodes in flight together (parallel), or one after another; an
+  exception raised by a serial evaluation comes back as ({those done before}, exception)."""
+  if parallel:
+    jobs = [(harness, instances, keys) for harness in harnesses.values()]
+    return dict(zip(harnesses, evaluation_lib.evaluate_many(evaluate, jobs))), None
+  evaluations = {}
+  for index, harness in harnesses.items():
+    try:
+      evaluations[index] = evaluation_lib.as_evaluation(evaluate(harness, instances, keys),
+                                                        instances, keys)
+    except Exception as error:  # pylint: disable=broad-except  (re-raised by the caller)
+      return evaluations, error
+  return evaluations, None
 
 
 def _failed_call_counts(archive):

@@ -10,7 +10,8 @@ evaluate function serves, with the identical sample key per task (sample_keys(in
 seed): common random numbers, so an unchanged harness reproduces its scores exactly), and
 whale_jax.search.gate.decide compares the paired per-task scores. With cache_dir, evaluations
 come from the evaluation cache when (harness hash, weights id, task id, sample key) was seen
-(e.g. the incumbent scored at these weights in an earlier round). Every decision is appended to
+(e.g. the incumbent scored at these weights in an earlier round). The two evaluations run
+together (evaluation.evaluate_many: one batch of both harnesses' episodes). Every decision is appended to
 log_path as one JSON row: the two hashes, weights id, seed, the number of tasks and a hash of
 their ids, rollouts, and the GateDecision (n, means, mean difference, interval, p-value,
 discordant counts, reason).
@@ -66,10 +67,9 @@ def gate_candidate(incumbent, candidate, evaluate, instances, weights_id=None, s
     evaluate = evaluation_cache.cached(
         evaluate, evaluation_cache.EvaluationCache(cache_dir), weights_id)
   keys = evaluation_lib.sample_keys(instances, seed)
-  incumbent_evaluation = evaluation_lib.as_evaluation(
-      evaluate(incumbent, instances, keys), instances, keys)
-  candidate_evaluation = evaluation_lib.as_evaluation(
-      evaluate(candidate, instances, keys), instances, keys)
+  # Both together (one batch of episodes where evaluate can), each with the same keys.
+  incumbent_evaluation, candidate_evaluation = evaluation_lib.evaluate_many(
+      evaluate, [(incumbent, instances, keys), (candidate, instances, keys)])
   decision = gate.decide(incumbent_evaluation.score_by_task(),
                          candidate_evaluation.score_by_task(), rule=rule, seed=seed,
                          **rule_options)
