@@ -6,7 +6,8 @@ Config sections (see configs/*.py for complete examples; algorithms/builders.py 
 builder makes of its section; algorithms/experiment_config.py builds the typed
 ExperimentConfig they become, checked once):
   recipe       one of RECIPES, "compare" with config.methods = (recipe, ...) run one after
-               another from the same start in workdir/<recipe>/, then tabled and plotted, or
+               another from the same start in workdir/<recipe>/, then tabled and plotted
+               (workdir/report.html: the methods side by side, rewritten as each ends), or
                "warm_start" (algorithms/warm_start.py).
   model, tokenizer, domain, search, runtime, mesh    built by algorithms/builders.py.
   sampling     SamplingParams of training rollouts and harness evaluations.
@@ -27,6 +28,7 @@ import jax
 import numpy as np
 
 from whale_jax import atomic_files
+from whale_jax import report
 from whale_jax.algorithms import baselines
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import experiment_config
@@ -113,6 +115,8 @@ def run(config, workdir, show_progress=True):
   for method in experiment.methods:
     summaries[method] = run_one(experiment, os.path.join(workdir, method), method,
                                 show_progress)
+    if jax.process_index() == 0:  # the methods side by side, as far as they have come
+      report.try_write_report(workdir)
   table = comparison_table(summaries)
   curves = {method: summary["curve"] for method, summary in summaries.items()}
   if jax.process_index() == 0:
@@ -129,6 +133,8 @@ def run(config, workdir, show_progress=True):
     if jax.process_index() == 0:
       atomic_files.write_text(os.path.join(workdir, "changes.md"), text + "\n")
     print(text)
+  if jax.process_index() == 0:
+    report.try_write_report(workdir)
   return {"methods": summaries, "table": table}
 
 

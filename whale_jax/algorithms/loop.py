@@ -601,8 +601,8 @@ def evaluate_test(run, harness=None, label=""):
   scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
              if isinstance(value, (int, float))}
   run.log.log("evaluation", run.counts.training, test_mean=record["test_mean"],
-              eval_seconds=time.time() - start, label=label, **scalars,
-              **domain_counters(run))
+              eval_seconds=time.time() - start, label=label, per_subset=record["per_subset"],
+              **scalars, **domain_counters(run))
   return record
 
 

@@ -6,6 +6,10 @@
   workdir/summary.json         final numbers, rewritten atomically whenever they change
   workdir/best_so_far.png      best-so-far test accuracy against rollouts
   workdir/changes.md           what a run changed and when (describe_changes; compare runs)
+  workdir/report.html          the run as one HTML page (whale_jax.report), rewritten after
+                               each phase: after every row that is not a weight step, after a
+                               weight step when REPORT_EVERY_SECONDS passed since the last
+                               rewrite, and with the summary
 
 Rollouts are counted per phase: "weight" (RSFT/GRPO sampling), "harness" (harness search and
 validation-gate evaluations) and "evaluation" (test mean@k, never used for any decision).
@@ -14,10 +18,13 @@ import dataclasses
 import json
 import math
 import os
+import time
 
 from whale_jax import atomic_files
+from whale_jax import report as report_lib
 
 PHASES = ("weight", "harness", "evaluation")
+REPORT_EVERY_SECONDS = 60.0
 
 
 @dataclasses.dataclass
@@ -50,12 +57,14 @@ class RolloutCounts:
 
 
 class RunLog:
-  """Appends metrics rows (JSONL + TensorBoard) and keeps the summary file current."""
+  """Appends metrics rows (JSONL + TensorBoard), keeps the summary file and the report page
+  current."""
 
   def __init__(self, workdir, tensorboard=True, enabled=True):
     self.workdir = workdir
     self.enabled = enabled  # False on non-zero hosts of a multi-host run
     self._writer = None
+    self._report_time = -math.inf
     if enabled:
       os.makedirs(workdir, exist_ok=True)
       if tensorboard:
@@ -78,10 +87,19 @@ class RunLog:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
           self._writer.add_scalar(f"{phase}/{name}", value, int(rollouts))
       self._writer.flush()
+    if phase != "weight" or time.monotonic() - self._report_time >= REPORT_EVERY_SECONDS:
+      self.write_report()
+
+  def write_report(self):
+    """Rewrites workdir/report.html (a failure is logged, never raised)."""
+    if self.enabled:
+      report_lib.try_write_report(self.workdir)
+      self._report_time = time.monotonic()
 
   def write_summary(self, summary):
     if self.enabled:
       atomic_files.write_json(os.path.join(self.workdir, "summary.json"), summary)
+      self.write_report()
 
   def close(self):
     if self._writer is not None:
