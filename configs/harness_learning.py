@@ -12,6 +12,10 @@ The seed harness is one direct solver call; the domain offers tools.python (the 
 interpreter) for the interpreter loops the proposer writes. Execution reports show the gold
 answers and whole references of diagnostic problems (search_answers="answers_and_documents";
 never those of validation or test problems).
+Proposer (what the paper uses, SPEC 3.3): the trained proposer itself, a 4B model (the solver's
+checkpoint on Reasoning Gym; proposer_model on QA) answering one revision context per
+candidate, with the teachers (the served 35B model and the edit library) only for SFT
+demonstrations; no Claude Code session, and config.search is unused.
 The category lists are choices (the paper does not list them). Healthy run: GRPO parse and
 apply rates near 1 within the first tens of steps, and the adapted harness's test mean at or
 above the seed harness's (the paper: seed ~0.49, SFT ~0.49, RL 0.62 on unseen categories).

@@ -78,7 +78,7 @@ def tiny(config, split_sizes, model=None, max_tokens=48):
   config.loop.update(prompt_batch=4, num_samples=2, search_iterations=2,
                      candidates_per_iteration=2, eval_num_samples=1, eval_interval_rollouts=0,
                      checkpoint_every_steps=1)
-  if config.search.get("proposer") == "openai":
+  if config.search.get("proposer") in ("openai", "agentic"):
     config.search.base_url = TINY_ENDPOINT
     config.search.sampling = dict(config.search.sampling, max_tokens=64)
   if "judge" in config.domain:

@@ -20,6 +20,13 @@ updates 5, 15, 30), up to 2 DAPO refill rounds per step, DAPO clip-higher 0.2 / 
 without a KL term, sampling at temperature 1
 and top-k 20, the proposer endpoint, the verifier tolerance (the domain's default).
 
+Proposer (what the paper uses, SPEC 2.2): a trajectory-driven optimizer in HarnessEvolve's
+style, one candidate per round from that round's RL trajectories, its model and prompt not
+published. Here: one chat call per round (proposer "openai", one-shot) on a context built
+from the block's trajectories, cut to config.search.context_tokens; the endpoint and model are
+guesses (set --config.search.base_url and --config.search.model). Not the Claude Code session
+of configs/whale.py: VACE's paper does not use a CLI coding agent.
+
 Methods (one word of the argument; default vace), with the same budgets (12 or 32 harness
 candidates, 5 GRPO updates per candidate) and, but for sia, the same splits:
   vace          GRPO blocks + one gated candidate per block (recipe "vace").
@@ -145,7 +152,8 @@ def get_config(arg: str = "docqa"):
       search_iterations=HARNESS_TRIALS[domain] + 1, weight_update="grpo")
   config.search = dict(proposer="openai", base_url="http://localhost:8001/v1",   # guess
                        model="proposer", api_key_env="PROPOSER_API_KEY",
-                       sampling=dict(max_tokens=32_000, temperature=1.0))
+                       sampling=dict(max_tokens=32_000, temperature=1.0),
+                       context_tokens=16_000)
   # guess: 8,192 generated tokens per rollout over all its model calls, thinking on.
   config.runtime = dict(num_workers=256, timeout_seconds=1800.0, allow_weak_sandbox=False,
                         max_episode_tokens=8192, enable_thinking=True)

@@ -5,20 +5,27 @@ Paper settings (SPEC 1.4-1.6): G = 8 rollouts per prompt, keep reward > 0.5, lea
 (SearchQA, Qwen3.5-2B): training reward rises within the first cycle and the accepted harness
 changes in most harness phases.
 
+Proposer (every method here, Meta-Harness's harness-only baseline included): the papers' CLI
+coding agent, one jailed `claude -p` session per iteration (Opus 4.7, effort max, 2,400 s)
+that writes the M candidates and pending_eval.json and may `run` drafts on search tasks
+(presets.claude_code_search; needs Claude Code installed where the jail sees it and
+$ANTHROPIC_API_KEY). One word switches it (the search section's other keys by flag):
+  agentic    the tool-calling coding agent over any OpenAI-compatible endpoint
+             (search/agentic_proposer.py; --config.search.base_url, --config.search.model)
+  one_shot   one chat call per candidate on a context rendered from the archive, cut to
+             config.search.context_tokens (16,000) tokens
+smoke keeps the offline edit library; tiny keeps the coding agent (give the command by flag).
+
   python -m whale_jax.main --config=configs/whale.py:searchqa --workdir=/mnt/whale/run1
   python -m whale_jax.main --config=configs/whale.py:math,adaptive --workdir=...
   python -m whale_jax.main --config=configs/whale.py:math,stagewise --workdir=...  # a baseline
+  python -m whale_jax.main --config=configs/whale.py:searchqa,agentic --workdir=... \
+      --config.search.base_url=http://127.0.0.1:8000/v1 --config.search.model=NAME
   python -m whale_jax.main --config=configs/whale.py:smoke --workdir=/tmp/whale_smoke  # CPU
   python -m whale_jax.main --config=configs/whale.py:searchqa,tiny --workdir=/tmp/w \
-      --config.search.base_url=http://127.0.0.1:8123/v1 \
+      "--config.search.command=('python3', '/path/agent.py', '{prompt}')" \
+      "--config.search.read_only_paths=('/path/agent.py',)" \
       --config.domain.judge.base_url=http://127.0.0.1:8124/v1   # paper path, CPU size
-  python -m whale_jax.main --config=configs/whale.py:searchqa,claude_code --workdir=...
-
-claude_code switches the proposer to the papers' one: a jailed `claude -p` session per
-iteration (Opus 4.7, effort max, 2,400 s) writing the M candidates and pending_eval.json, with
-`run` to prototype drafts (presets.claude_code_search; needs Claude Code installed and
-$ANTHROPIC_API_KEY). The default proposer is the same model over its HTTP API, one call per
-candidate.
 """
 import ml_collections
 
@@ -57,6 +64,8 @@ EPISODE_TOKENS = {"searchqa": 8192, "math": 8192, "chess": 16_384}
 HARNESS_ONLY_ITERATIONS = {"searchqa": 40, "math": 60, "chess": 40}
 STAGEWISE = {"searchqa": (2.7, 32), "math": (4.3, 33), "chess": (2.0, 20)}
 METHODS = ("weight_only", "harness_only", "stagewise", "fst")
+# The proposer switches (module docstring); claude_code, the default, is accepted too.
+PROPOSERS = ("claude_code", "agentic", "one_shot")
 
 
 # "tiny": the paper's components at CPU size (presets.tiny); SearchQA searches a local corpus
@@ -69,8 +78,9 @@ TINY_MODELS = {"searchqa": (dict(source="embedded"), "embedded")}
 
 
 def get_config(arg: str = "searchqa"):
-  args = presets.parse_args(arg, tuple(DOMAINS) + METHODS + ("adaptive", "smoke", "tiny",
-                                                            "claude_code"), "configs/whale.py")
+  args = presets.parse_args(arg, tuple(DOMAINS) + METHODS + PROPOSERS + ("adaptive", "smoke",
+                                                                       "tiny"),
+                            "configs/whale.py")
   domain = next((name for name in DOMAINS if name in args), "searchqa")
   method = next((name for name in METHODS if name in args), None)
   config = ml_collections.ConfigDict()
@@ -101,9 +111,8 @@ def get_config(arg: str = "searchqa"):
         "stagewise": STAGEWISE[domain]}[method]
     config.baseline = dict(total_weight_epochs=epochs, search_iterations=iterations,
                            weight_update="rsft")
-  config.search = dict(proposer="openai", base_url="https://api.anthropic.com/v1",
-                       model="claude-opus-4-7", api_key_env="PROPOSER_API_KEY",
-                       sampling=dict(max_tokens=32_000, temperature=1.0))
+  config.search = proposer_search(next((name for name in PROPOSERS if name in args),
+                                        "claude_code"))
   config.runtime = dict(num_workers=256, timeout_seconds=1800.0, allow_weak_sandbox=False,
                         max_episode_tokens=EPISODE_TOKENS[domain], enable_thinking=True)
   config.mesh = dict(data=-1, fsdp=8, tensor=1)
@@ -113,23 +122,41 @@ def get_config(arg: str = "searchqa"):
     presets.smoke(config)
     config.whale.update(weight_epochs=0.5, total_weight_epochs=1.0)
     config.search = dict(proposer="edit_library")
-  if "claude_code" in args:   # the papers' proposer: one Claude Code session per iteration
-    config.search = presets.claude_code_search()
   return config
+
+
+def proposer_search(name):
+  """config.search of a proposer switch: "claude_code" (the papers'), "agentic" or
+  "one_shot" over an OpenAI-compatible endpoint (module docstring)."""
+  if name == "claude_code":
+    return presets.claude_code_search()
+  endpoint = dict(base_url="https://api.anthropic.com/v1", model="claude-opus-4-7",
+                  api_key_env="PROPOSER_API_KEY",
+                  sampling=dict(max_tokens=32_000, temperature=1.0))
+  if name == "agentic":
+    return dict(proposer="agentic", agent_backend="openai", run_tool=True, **endpoint)
+  return dict(proposer="openai", context_tokens=16_000, **endpoint)
 
 
 def tiny(config, domain):
   """The paper config at CPU size: needs the data files (paths as above, relative to the
-  working directory), an OpenAI-compatible proposer (and, for SearchQA, judge) endpoint at
-  presets.TINY_ENDPOINT or the --config.search.base_url / --config.domain.judge.base_url
-  given, and the sandbox (tests/algorithms/test_paper_smoke.py runs every one)."""
+  working directory), the proposer (the coding agent's command, e.g. a script given by
+  --config.search.command and --config.search.read_only_paths; with agentic or one_shot an
+  OpenAI-compatible endpoint at presets.TINY_ENDPOINT or --config.search.base_url), for
+  SearchQA the judge endpoint (--config.domain.judge.base_url), and the sandbox
+  (tests/algorithms/test_paper_smoke.py runs every one)."""
   presets.tiny(config, TINY_SPLITS[domain], TINY_MODELS.get(domain), max_tokens=96)
   if domain == "searchqa":
     config.domain.update(retrieval_urls=None, corpus="data/searchR1/wiki-18.jsonl",
                          per_file_sizes={"test": 1})
     config.domain.judge.update(max_attempts=1)
-  config.search.update(model="embedded", api_key_env="", timeout_seconds=120.0, max_retries=2,
-                       max_consecutive_failures=3)   # keys, so flags can set them
+  if config.search.proposer == "cli_agent":
+    # A short session; `run` on at most 2 search tasks (4 episodes) once per session.
+    config.search.update(wall_clock_seconds=300.0, agent_budgets=dict(
+        max_runs=1, max_run_tasks=2, max_run_episodes=4))
+  else:
+    config.search.update(model="embedded", api_key_env="", timeout_seconds=120.0,
+                         max_retries=2, max_consecutive_failures=3)  # keys, so flags set them
   # One weight step is an epoch of the tiny weight split: cycle 0's weights, its harness
   # search, cycle 1's weights.
   config.whale.update(weight_epochs=1.0, total_weight_epochs=2.0, max_cycles=2)

@@ -3,6 +3,7 @@ set drawn per file, per-subset test means, correctness conditional on retrieval,
 WHALE baseline's budget in configs/whale.py. Fast: no model is built."""
 import json
 import os
+import types
 
 import pytest
 
@@ -123,3 +124,48 @@ def test_paper_searchqa_test_set_is_100_of_each_of_seven_files():
   assert len(domain.split_questions["test"]) == 7
   assert dict(domain.per_file_sizes) == {"test": 100}
   assert 7 * domain.per_file_sizes["test"] == domain.split_sizes["test"] == 700
+
+
+@pytest.mark.parametrize("argument", ["searchqa", "math,adaptive", "chess,harness_only",
+                                      "searchqa,stagewise", "math,fst"])
+def test_the_paper_variants_propose_with_one_claude_code_session_per_iteration(argument,
+                                                                              tmp_path):
+  search = whale_config.get_config(argument).search
+  assert search.proposer == "cli_agent" and search.session_per == "iteration"
+  assert tuple(search.command[:3]) == ("claude", "-p", "{prompt}")
+  assert search.command[search.command.index("--model") + 1] == "claude-opus-4-7"
+  assert search.wall_clock_seconds == 2400.0 and search.run_tool
+  assert whale_config.get_config(argument + ",claude_code").search == search
+
+
+def test_one_word_switches_the_proposer_and_the_context_budget_reaches_the_search(
+    tmp_path, monkeypatch):
+  from tests.algorithms import tiny   # pylint: disable=import-outside-toplevel
+  agentic = whale_config.get_config("searchqa,agentic")
+  assert (agentic.search.proposer, agentic.search.agent_backend) == ("agentic", "openai")
+  one_shot = whale_config.get_config("math,one_shot")
+  assert one_shot.search.proposer == "openai" and one_shot.search.context_tokens == 16_000
+  for config in (agentic, one_shot):
+    config.model = tiny.tiny_config().model.to_dict()
+    experiment_config.parse(config, str(tmp_path / "run"))
+  one_shot.search.context_tokens = 0
+  with pytest.raises(experiment_config.ConfigError, match=r"config\.search\.context_tokens=0"):
+    experiment_config.parse(one_shot, str(tmp_path / "run"))
+  # loop.harness_search hands the Run's budget (build_run: config.search.context_tokens) on.
+  seen = {}
+
+  def search(*args, **kwargs):
+    seen.update(kwargs)
+    raise StopIteration
+
+  monkeypatch.setattr(loop.meta_harness, "search", search)
+  policy = types.SimpleNamespace(weights_id="w0")
+  run = loop.Run(workdir=str(tmp_path), loop=options.LoopConfig(), policy=policy, runtime=None,
+                 domain=None, sampling=None, eval_sampling=None, proposer=object(), log=None,
+                 counts=None, state=None, search_context_tokens=1234)
+  monkeypatch.setattr(loop, "make_evaluate", lambda run: None)
+  monkeypatch.setattr(loop.Run, "splits", {"harness": []})
+  monkeypatch.setattr(loop.Run, "host_dir", str(tmp_path))
+  with pytest.raises(StopIteration):
+    loop.harness_search(run, None, "whale_cycle_000")
+  assert seen["context_budget_tokens"] == 1234
