@@ -40,7 +40,9 @@ setuptools.setup(
     extras_require={
         # torch is only the reference for parity tests; torch==2.13.0 is the CPU wheel.
         # The server tests run whale_jax.serve and talk to it with the openai client and httpx.
-        "test": ["pytest", "torch==2.13.0", "fastapi", "uvicorn", "openai", "httpx", "pypdf"],
+        # selenium drives headless Chromium in the run report's browser test (slow).
+        "test": ["pytest", "torch==2.13.0", "fastapi", "uvicorn", "openai", "httpx", "pypdf",
+                 "selenium"],
         # python -m whale_jax.serve: an OpenAI-compatible HTTP server over the engine.
         "serve": ["fastapi", "uvicorn"],
         # pypdf: text of PDF corpora for document QA (OfficeQA's bulletin PDFs); a pure-Python

@@ -21,6 +21,8 @@ files are read, and what is kept of test episodes).
 
 Every file is written atomically (whale_jax.atomic_files): data files first, the page last.
 """
+import base64
+import gzip
 import json
 import os
 
@@ -42,11 +44,26 @@ def _data_file(workdir, relative, key, build, sources):
     written = os.path.getmtime(path)
     if all(not os.path.exists(s) or os.path.getmtime(s) <= written for s in sources):
       return f"{FILES}/{relative}"
-  text = ("window.__traces=window.__traces||{};window.__traces[" +
-          json.dumps(key) + "]=" + json.dumps(build(), separators=(",", ":"), default=str) +
-          ";\n")
-  atomic_files.write_text(path, text)
+  atomic_files.write_text(path, data_file_text(key, build()))
   return f"{FILES}/{relative}"
+
+
+def data_file_text(key, value):
+  """window.__traces[key] = value's JSON, gzip-compressed and in base64 (the page inflates it
+  with the browser's DecompressionStream): traces repeat their prompts, so this is about a
+  tenth of the plain JSON."""
+  data = gzip.compress(json.dumps(value, separators=(",", ":"), default=str).encode("utf-8"),
+                       mtime=0)
+  return (f"window.__traces=window.__traces||{{}};window.__traces[{json.dumps(key)}]="
+          f"\"{base64.b64encode(data).decode('ascii')}\";\n")
+
+
+def read_data_file(path):
+  """The value a data file holds (data_file_text's inverse; for tests and readers)."""
+  with open(path, encoding="utf-8") as file:
+    text = file.read()
+  encoded = text[text.rindex("]=") + 2:].strip().rstrip(";").strip('"')
+  return json.loads(gzip.decompress(base64.b64decode(encoded)))
 
 
 def _write_data_files(workdir, run):

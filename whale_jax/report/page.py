@@ -5,8 +5,9 @@
 
 The page needs no server and no network: plots are inline SVG (report/svg.py); a
 candidate's diff and episodes, a test evaluation's outcomes and a VACE block's traces are in
-small data files beside it (report_files/*.js, each setting window.__traces[key]), loaded
-with a <script> tag when clicked, since pages opened from file:// may not fetch() files.
+small data files beside it (report_files/*.js, each setting window.__traces[key] to its
+gzip'ed JSON in base64), loaded with a <script> tag when clicked, since pages opened from
+file:// may not fetch() files, and inflated with the browser's DecompressionStream.
 """
 import html
 import json
@@ -29,7 +30,8 @@ ul.tree,ul.tree ul{list-style:none;margin:0;padding-left:14px}ul.tree{padding-le
 ul.tree li{margin:1px 0;white-space:nowrap}
 .cand,.open{cursor:pointer;border-radius:3px;padding:0 3px}.cand:hover,.open:hover{background:#e8f0fe}
 .cand.selected{background:#cfe0fc}.st-rejected{color:#999}.st-duplicate{color:#999;font-style:italic}
-.accepted{font-weight:bold}.hyp{color:#555}
+.accepted{font-weight:bold}.hyp{color:#555;display:inline-block;max-width:48ch;overflow:hidden;
+text-overflow:ellipsis;vertical-align:bottom}
 pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:4px;margin:2px 0;
 font-size:12px}pre.diff{background:#fff;border:1px solid #eee}.add{background:#e6ffed;display:block}
 .del{background:#ffeef0;display:block}.hunk{color:#6f42c1;display:block}
@@ -48,11 +50,24 @@ SCRIPT = r"""
     return e;
   }
   function fmt(v) { return typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : (v === null || v === undefined ? "–" : String(v)); }
+  var loaded = {};
+  function inflate(text) {  // base64 of gzip'ed JSON -> the value (report/__init__.py)
+    var bytes = Uint8Array.from(atob(text), function (c) { return c.charCodeAt(0); });
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(JSON.parse);
+  }
   function load(key, file, done) {
-    if (window.__traces[key]) { done(window.__traces[key]); return; }
+    if (loaded[key]) { done(loaded[key]); return; }
+    function ready() {
+      var value = window.__traces[key];
+      if (typeof value !== "string") { done(null); return; }
+      inflate(value).then(function (data) { loaded[key] = data; done(data); },
+                          function () { done(null); });
+    }
+    if (window.__traces[key]) { ready(); return; }
     var s = document.createElement("script");
     s.src = file;
-    s.onload = function () { done(window.__traces[key] || null); };
+    s.onload = ready;
     s.onerror = function () { done(null); };
     document.head.appendChild(s);
   }
@@ -126,7 +141,8 @@ SCRIPT = r"""
     load(key, c.file, function (data) {
       body.innerHTML = ""; body.className = "";
       if (!data) { body.appendChild(node("div", "could not load " + c.file, "bad")); return; }
-      body.appendChild(node("h3", data.diff ? "diff to " + c.parent : (data.source ? "source" : "no diff")));
+      body.appendChild(node("h3", data.diff ? "diff to " + c.parent : data.source ? "source" :
+        c.parent ? "no diff (no source, or the same as " + c.parent + "'s)" : "no source"));
       if (data.diff) body.appendChild(diffBlock(data.diff)); else if (data.source) body.appendChild(node("pre", data.source));
       if (data.proposal) { var d = node("details"); d.appendChild(node("summary", "proposer's reply")); d.appendChild(node("pre", data.proposal)); body.appendChild(d); }
       body.appendChild(node("h3", "episodes (harness split)"));
@@ -245,7 +261,8 @@ def _curves(run):
   for x, y in sorted(test):
     best.append((x, max(y, best[-1][1]) if best else y))
   series["best so far"] = best
-  for subset in sorted({s for e in evaluations for s in e["per_subset"]}):
+  subsets = sorted({s for e in evaluations for s in e["per_subset"]})
+  for subset in subsets if len(subsets) > 1 else ():  # one subset is the test mean itself
     series[f"test {subset}"] = [(e["rollouts"], e["per_subset"].get(subset))
                                 for e in evaluations]
   x_max = max([s["end"] for s in run["segments"]] + [x for x, _ in test] + [1])
@@ -280,6 +297,7 @@ def _tree(archive, candidates):
     reasons = ",".join(r.get("code", "") for r in candidate.get("reasons") or [])
     parts.append(f'<li><span class="cand st-{html.escape(candidate["status"] or "")}{accepted}" '
                  f'data-key="{html.escape(key)}" tabindex="0">{candidate["id"]} '
+                 f'<span class="muted">i{candidate.get("iteration")}</span> '
                  f'{_text(candidate["success"])} {html.escape(candidate["status"] or "")}'
                  f'{" (" + html.escape(reasons) + ")" if reasons else ""}</span> <span class="hyp">'
                  f'{html.escape((candidate.get("mechanism") or "")[:60])} '
@@ -355,12 +373,15 @@ def run_page(run, files, title):
     statuses = {}
     for candidate in archive["candidates"]:
       statuses[candidate["status"]] = statuses.get(candidate["status"], 0) + 1
-    body += [f'<h2>Harness archive {html.escape(archive["path"])}</h2>'
+    opened = " open" if len(run["archives"]) <= 12 else ""
+    body += [f'<details{opened}><summary><h2 style="display:inline">Harness archive '
+             f'{html.escape(archive["path"])}</h2></summary>'
              f'<div class="muted">{len(archive["candidates"])} candidates '
              f'({html.escape(", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))}); '
              f'accepted {_text(archive["accepted"])}'
              f'{", stop: " + html.escape(str(archive["stop_reason"])) if archive["stop_reason"] else ""}'
-             f'. Click a candidate for its diff and episodes.</div>', _tree(archive, archive["candidates"])]
+             f'. Click a candidate for its diff and episodes.</div>',
+             _tree(archive, archive["candidates"]), "</details>"]
   body.append('</div><div id="panel"></div></div>')
   return _document(title, "".join(body), {"candidates": candidates, "files": files})
 
