@@ -8,7 +8,8 @@ Builds a synthetic run in --workdir with the project's own writers (RunLog rows,
 archive through search.archive.Archive, test trace files through harness.trajectory): weight
 steps, harness searches and test evaluations on a rollout axis, and one archive whose
 candidates each derive from a random earlier one, each evaluated on --episodes harness-split
-episodes shaped like the demo's (two model calls, one search tool call with passages). Then
+episodes shaped like the demo's (two model calls, one search tool call with passages; its
+search.json lists them as the search split, so the report keeps their traces). Then
 writes the report twice (the first writes every data file; the second is what a live run
 pays after each phase) and opens it in headless Chromium (Selenium): milliseconds to the load
 event, then from a click on a candidate to its episodes shown. Prints one JSON line.
@@ -25,11 +26,13 @@ import time
 from absl import app
 from absl import flags
 
+from whale_jax import atomic_files
 from whale_jax import report
 from whale_jax.algorithms import run_log
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import evaluation as evaluation_lib
+from whale_jax.search import meta_harness
 
 _WORKDIR = flags.DEFINE_string("workdir", "/tmp/report_scale", "Where the synthetic run goes "
                                "(replaced).")
@@ -79,6 +82,7 @@ def build(workdir, num_candidates, num_episodes):
   log.write_config({"recipe": "whale", "domain": {"name": "synthetic_qa"}})
   archive = archive_lib.Archive(os.path.join(workdir, "archive", "cycle_000"))
   task_ids = [f"synthetic:{i}" for i in range(num_episodes)]
+  atomic_files.write_json(archive.path(meta_harness.RUN_FILE), {"task_ids": task_ids})
   sources = {}
   rollouts = 0
   for index in range(num_candidates):

@@ -13,17 +13,20 @@ import urllib.parse
 
 import pytest
 
+from whale_jax import atomic_files
 from whale_jax import report
 from whale_jax.algorithms import run_log
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import evaluation as evaluation_lib
+from whale_jax.search import meta_harness
 
 # Gold that must never reach a report file: validation and test references.
 VALIDATION_GOLD = "Quetzalcoatlus-validation-gold"
 TEST_GOLD = "Hallucigenia-test-gold"
 SEED_SOURCE = "def run(task, llm, tools):\n  return llm.chat([{'role': 'user', 'content': task}])\n"
 LABEL = "archive/whale_cycle_000"
+REVISION_LABEL = "harness_learning/adapt_final_strict/round_000"
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -51,10 +54,11 @@ def _evaluation(task_ids, scores):
 
 
 def _archive(directory, num_candidates=5, num_episodes=4):
-  """An archive: c0000 the seed, each later one a child of an earlier one (c0003 rejected
-  with no source, c0004 a duplicate), each evaluated one with its own source."""
+  """A Meta-Harness archive: c0000 the seed, each later one a child of an earlier one (c0003
+  rejected with no source, c0004 a duplicate), each evaluated one with its own source."""
   archive = archive_lib.Archive(directory)
   task_ids = [f"nq:{i}" for i in range(num_episodes)]
+  atomic_files.write_json(os.path.join(directory, meta_harness.RUN_FILE), {"task_ids": task_ids})
   for index in range(num_candidates):
     parent = None if index == 0 else f"c{(index - 1) // 2:04d}"
     status = {3: "rejected", 4: "duplicate"}.get(index, "evaluated")
@@ -88,6 +92,13 @@ def make_run(workdir):
           candidate_validation=0.625, validation_note=VALIDATION_GOLD)
   log.log("harness", 60, kind="adaptation", label="final_strict", round=0, previous_score=0.5,
           current_score=0.75, changed=True, candidates=1, runnable=1, best_candidate_score=0.75)
+  # A revision archive (Harness Learning) whose diagnostic episodes are validation tasks.
+  revision = archive_lib.Archive(os.path.join(workdir, REVISION_LABEL))
+  revision.add(archive_lib.Candidate(id="c0000", iteration=1, index=0, hash="h", parent=None,
+                                     origin="incoming", status="evaluated"), source=SEED_SOURCE,
+               evaluation=evaluation_lib.Evaluation(
+                   ("val:0",), (0,), (1.0,), (_trajectory("val:0", VALIDATION_GOLD,
+                                                         VALIDATION_GOLD),), 1))
   # Validation episodes in the search's evaluation cache: the report must not read them.
   trajectory_lib.write_records(os.path.join(workdir, LABEL, "evaluations", "cache.jsonl.gz"),
                                [{"score": 1.0, "trajectory": _trajectory("val:0", VALIDATION_GOLD,
@@ -136,7 +147,8 @@ def test_the_run_log_keeps_the_page_current(run_dir):
 def test_the_tree_holds_every_candidate_and_each_data_file_its_diff(run_dir):
   workdir, archive = run_dir
   page = open(report.write_report(workdir), encoding="utf-8").read()
-  keys = re.findall(r'class="cand[^"]*" data-key="([^"]+)"', page)
+  keys = [key for key in re.findall(r'class="cand[^"]*" data-key="([^"]+)"', page)
+          if key.startswith(LABEL)]
   assert keys == [f"{LABEL}/{c.id}" for c in (archive.get(i) for i in
                                               ("c0000", "c0001", "c0003", "c0004", "c0002"))]
   assert len(keys) == len(archive.candidates)
@@ -191,7 +203,7 @@ def test_no_network_reference_and_no_held_out_gold(run_dir):
   workdir, _ = run_dir
   report.write_report(workdir)
   files = _report_files(workdir)
-  assert len(files) == 1 + 5 + 2  # the page, 5 candidates, 2 test evaluations
+  assert len(files) == 1 + 5 + 1 + 2  # the page, 5 + 1 candidates, 2 test evaluations
   for path in files:
     text = open(path, encoding="utf-8").read()
     if path.endswith(".js"):  # its value: gzip'ed JSON in base64
@@ -203,6 +215,14 @@ def test_no_network_reference_and_no_held_out_gold(run_dir):
   assert test_data["episodes"] == [{"task_id": t, "outcome": "ok", "score": s} for t, s in
                                    zip(["nq:0", "nq:1", "hotpotqa:0", "hotpotqa:1"],
                                        [1.0, 1.0, 1.0, 0.0])]
+
+
+def test_only_search_split_episodes_show_their_traces(run_dir):
+  workdir, _ = run_dir
+  revision = _data(os.path.join(workdir, "report_files",
+                                "harness_learning__adapt_final_strict__round_000", "c0000.js"))
+  assert revision["episodes"] == [{"task_id": "val:0", "outcome": "ok", "score": 1.0,
+                                   "turns": 1}]
 
 
 def test_data_files_are_written_once(run_dir):

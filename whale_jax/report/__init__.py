@@ -72,12 +72,13 @@ def _write_data_files(workdir, run):
   for archive in run["archives"]:
     directory = os.path.join(workdir, archive["path"])
     folder = workdir_lib.slug(archive["path"])
+    traced_ids = workdir_lib.search_task_ids(directory)
     for candidate in archive["candidates"]:
       key = f"{archive['path']}/{candidate['id']}"
       source = os.path.join(directory, "candidates", candidate["id"], "candidate.json")
-      files[key] = _data_file(workdir, f"{folder}/{candidate['id']}.js", key,
-                              lambda c=candidate: workdir_lib.candidate_data(directory, c),
-                              [source])
+      files[key] = _data_file(
+          workdir, f"{folder}/{candidate['id']}.js", key,
+          lambda c=candidate, d=directory: workdir_lib.candidate_data(d, c, traced_ids), [source])
   for evaluation in run["evaluations"]:
     if evaluation["episodes_file"]:
       key = f"test/{evaluation['name']}"

@@ -145,8 +145,9 @@ SCRIPT = r"""
         c.parent ? "no diff (no source, or the same as " + c.parent + "'s)" : "no source"));
       if (data.diff) body.appendChild(diffBlock(data.diff)); else if (data.source) body.appendChild(node("pre", data.source));
       if (data.proposal) { var d = node("details"); d.appendChild(node("summary", "proposer's reply")); d.appendChild(node("pre", data.proposal)); body.appendChild(d); }
-      body.appendChild(node("h3", "episodes (harness split)"));
-      body.appendChild(episodes(data.episodes, true));
+      body.appendChild(node("h3", c.traced ? "episodes (search split)" : "episodes"));
+      if (!c.traced) body.appendChild(node("div", "outcome and score only: this archive does not list its search split (search.json), so its episodes may be on held-out tasks", "muted"));
+      body.appendChild(episodes(data.episodes, c.traced));
     });
   }
   function showEpisodes(key, file, title, withTrace) {
@@ -369,7 +370,7 @@ def run_page(run, files, title):
   for archive in run["archives"]:
     for candidate in archive["candidates"]:
       key = f"{archive['path']}/{candidate['id']}"
-      candidates[key] = {**candidate, "file": files.get(key, "")}
+      candidates[key] = {**candidate, "file": files.get(key, ""), "traced": archive["traced"]}
     statuses = {}
     for candidate in archive["candidates"]:
       statuses[candidate["status"]] = statuses.get(candidate["status"], 0) + 1

@@ -16,9 +16,11 @@ Sources (each optional: a run still going has only some of them):
 
 Never read: an archive's evaluations/ folder (the evaluation cache also holds validation
 episodes) and hosts/ (other hosts' copies). Test episodes keep only their task id, outcome
-and score: their answers, prompts and tool results could hold held-out gold. Harness-split
-episodes (the candidates') keep their trace, as the proposer sees it; search-split gold
-answers are not shown, since trajectories carry none.
+and score: their answers, prompts and tool results could hold held-out gold. A candidate's
+episode keeps its trace only when its task is in the search split its archive's search.json
+lists (Meta-Harness searches write it); elsewhere (e.g. Harness Learning's revision archives,
+whose diagnostic tasks may be validation tasks) only task id, outcome, score and turns.
+Search-split gold answers are not shown: trajectories carry none.
 """
 import difflib
 import json
@@ -191,9 +193,16 @@ def diff(parent_source, source, parent_id, candidate_id):
       fromfile=f"{parent_id}/harness.py", tofile=f"{candidate_id}/harness.py"))
 
 
-def candidate_data(archive_dir, candidate):
+def search_task_ids(archive_dir):
+  """The task ids of the search split of a Meta-Harness archive (its search.json), else an
+  empty set."""
+  return set((read_json(os.path.join(archive_dir, "search.json")) or {}).get("task_ids") or ())
+
+
+def candidate_data(archive_dir, candidate, traced_ids=frozenset()):
   """One candidate's data file: its diff to its parent (or its source when it has no
-  parent), the proposer's reply, and its evaluation's episodes with their traces."""
+  parent), the proposer's reply, and its evaluation's episodes; those on tasks in
+  traced_ids with their traces, the others with task id, outcome, score and turns only."""
   source = read_source(archive_dir, candidate["id"])
   parent = candidate.get("parent")
   data = {"kind": "candidate", "id": candidate["id"],
@@ -210,9 +219,12 @@ def candidate_data(archive_dir, candidate):
   for name in ("trajectories.jsonl.gz", "trajectories.jsonl"):
     path = os.path.join(folder, name)
     if os.path.exists(path):
-      data["episodes"] = [episode(record["trajectory"], scores.get(record["trajectory"].task_id,
-                                                                   record.get("score")))
-                          for record in trajectory_lib.read_records(path)]
+      for record in trajectory_lib.read_records(path):
+        trajectory = record["trajectory"]
+        shown = episode(trajectory, scores.get(trajectory.task_id, record.get("score")))
+        if trajectory.task_id not in traced_ids:
+          shown = {name: shown[name] for name in ("task_id", "outcome", "score", "turns")}
+        data["episodes"].append(shown)
       break
   return data
 
@@ -277,15 +289,19 @@ def read_run(workdir, metrics_rows=None):
   rows = read_metrics(workdir) if metrics_rows is None else metrics_rows
   config = read_json(os.path.join(workdir, "config.json")) or {}
   summary = read_json(os.path.join(workdir, "summary.json")) or {}
+  recipe = config.get("recipe")
+  if recipe == "compare":  # a method's folder of a compare run: the folder names the method
+    recipe = os.path.basename(os.path.abspath(workdir))
   archives = []
   for relative in find_archives(workdir):
     directory = os.path.join(workdir, relative)
     accepted = read_json(os.path.join(directory, "accepted.json")) or {}
     archives.append({"path": relative, "accepted": accepted.get("id"),
+                     "traced": bool(search_task_ids(directory)),
                      "stop_reason": accepted.get("stop_reason"),
                      "candidates": archive_candidates(directory)})
   return {
-      "workdir": os.path.abspath(workdir), "recipe": summary.get("recipe") or config.get("recipe"),
+      "workdir": os.path.abspath(workdir), "recipe": summary.get("recipe") or recipe,
       "domain": (config.get("domain") or {}).get("name") if isinstance(config.get("domain"), dict)
                 else None,
       "done": bool(summary), "counts": summary.get("counts"),
