@@ -309,8 +309,8 @@ def test_in_headless_chromium_a_click_shows_the_diff_and_episodes(run_dir, tmp_p
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "#panel .episode")) == 4)
     assert TEST_GOLD not in driver.page_source
     # Every request the page made, from the DevTools network events: files beside it only.
-    requested = [event["params"]["request"]["url"] for event in
-                 (json.loads(entry["message"])["message"] for entry in driver.get_log("performance"))
+    events = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
+    requested = [event["params"]["request"]["url"] for event in events
                  if event["method"] == "Network.requestWillBeSent"]
     assert any(url.endswith("/report.html") for url in requested), requested
     assert any(url.endswith("/c0002.js") for url in requested), requested

@@ -16,7 +16,8 @@ import time
 from whale_jax.report import svg
 
 STYLE = """
-body{font:14px/1.4 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:12px 20px;color:#222}
+body{font:14px/1.4 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:12px 20px;
+color:#222}
 h1{font-size:20px;margin:4px 0}h2{font-size:16px;margin:22px 0 6px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #ddd;padding:2px 6px;
 text-align:left;vertical-align:top}th{background:#f4f4f4}.num{text-align:right}
@@ -24,16 +25,18 @@ text-align:left;vertical-align:top}th{background:#f4f4f4}.num{text-align:right}
 .plot .label,.plot .legend{font-size:11px;fill:#333}.plots{display:flex;flex-wrap:wrap;gap:8px}
 .muted,.empty{color:#777}.live{color:#b35900}.ok{color:#227722}.bad{color:#aa2222}
 #layout{display:flex;gap:16px;align-items:flex-start}#main{flex:1 1 55%;min-width:0}
-#panel{flex:1 1 45%;position:sticky;top:8px;max-height:96vh;overflow:auto;border:1px solid #ccc;
-padding:8px;min-width:0;background:#fcfcfc}#panel:empty{display:none}
+#panel{flex:1 1 45%;position:sticky;top:8px;max-height:96vh;overflow:auto;
+border:1px solid #ccc;padding:8px;min-width:0;background:#fcfcfc}#panel:empty{display:none}
 ul.tree,ul.tree ul{list-style:none;margin:0;padding-left:14px}ul.tree{padding-left:0}
 ul.tree li{margin:1px 0;white-space:nowrap}
-.cand,.open{cursor:pointer;border-radius:3px;padding:0 3px}.cand:hover,.open:hover{background:#e8f0fe}
-.cand.selected{background:#cfe0fc}.st-rejected{color:#999}.st-duplicate{color:#999;font-style:italic}
+.cand,.open{cursor:pointer;border-radius:3px;padding:0 3px}
+.cand:hover,.open:hover{background:#e8f0fe}.cand.selected{background:#cfe0fc}
+.st-rejected{color:#999}.st-duplicate{color:#999;font-style:italic}
 .accepted{font-weight:bold}.hyp{color:#555;display:inline-block;max-width:48ch;overflow:hidden;
 text-overflow:ellipsis;vertical-align:bottom}
 pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:4px;margin:2px 0;
-font-size:12px}pre.diff{background:#fff;border:1px solid #eee}.add{background:#e6ffed;display:block}
+font-size:12px}pre.diff{background:#fff;border:1px solid #eee}
+.add{background:#e6ffed;display:block}
 .del{background:#ffeef0;display:block}.hunk{color:#6f42c1;display:block}
 details{margin:2px 0}summary{cursor:pointer}.role{font-weight:bold;color:#555}
 """
@@ -49,14 +52,19 @@ SCRIPT = r"""
     if (cls) e.className = cls;
     return e;
   }
-  function fmt(v) { return typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : (v === null || v === undefined ? "–" : String(v)); }
+  function add(parent, child) { parent.appendChild(child); return child; }
+  function fmt(v) {
+    if (v === null || v === undefined) return "–";
+    if (typeof v !== "number") return String(v);
+    return Number.isInteger(v) ? String(v) : v.toFixed(3);
+  }
   var loaded = {};
   function inflate(text) {  // base64 of gzip'ed JSON -> the value (report/__init__.py)
     var bytes = Uint8Array.from(atob(text), function (c) { return c.charCodeAt(0); });
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     return new Response(stream).text().then(JSON.parse);
   }
-  function load(key, file, done) {
+  function load(key, file, done) {  // a data file, by a <script> tag (file:// has no fetch)
     if (loaded[key]) { done(loaded[key]); return; }
     function ready() {
       var value = window.__traces[key];
@@ -74,102 +82,137 @@ SCRIPT = r"""
   function diffBlock(text) {
     var pre = node("pre", null, "diff");
     text.split("\n").forEach(function (line) {
-      var cls = line.startsWith("@@") ? "hunk" : (line.startsWith("+") && !line.startsWith("+++")) ? "add" :
-        (line.startsWith("-") && !line.startsWith("---")) ? "del" : null;
-      var span = node("span", line + "\n", cls);
-      pre.appendChild(span);
+      var cls = line.startsWith("@@") ? "hunk" :
+          line.startsWith("+") && !line.startsWith("+++") ? "add" :
+          line.startsWith("-") && !line.startsWith("---") ? "del" : null;
+      add(pre, node("span", line + "\n", cls));
     });
+    return pre;
+  }
+  function labelled(label, text) {
+    var pre = node("pre");
+    add(pre, node("span", label, "role"));
+    add(pre, document.createTextNode(text));
     return pre;
   }
   function trace(ep) {
     var box = node("div");
-    if (ep.answer) { box.appendChild(node("div", "answer: " + ep.answer)); }
-    if (ep.error) { box.appendChild(node("div", "error:", "bad")); box.appendChild(node("pre", ep.error)); }
+    if (ep.answer) add(box, node("div", "answer: " + ep.answer));
+    if (ep.error) add(box, labelled("error: ", ep.error));
     (ep.calls || []).forEach(function (call, i) {
-      var d = node("details"); d.className = "call";
-      d.appendChild(node("summary", "model call " + (i + 1) + " (" + call.method + ", " + call.prompt_tokens + " prompt tokens)"));
-      (call.messages || []).forEach(function (m) {
-        var p = node("pre"); p.appendChild(node("span", m.role + ": ", "role")); p.appendChild(document.createTextNode(m.content)); d.appendChild(p);
-      });
-      if (call.prompt) d.appendChild(node("pre", call.prompt));
+      var d = add(box, node("details", null, "call"));
+      add(d, node("summary", "model call " + (i + 1) + " (" + call.method + ", " +
+                  call.prompt_tokens + " prompt tokens)"));
+      (call.messages || []).forEach(function (m) { add(d, labelled(m.role + ": ", m.content)); });
+      if (call.prompt) add(d, node("pre", call.prompt));
       (call.completions || []).forEach(function (c) {
-        var p = node("pre"); p.appendChild(node("span", "completion (" + c.tokens + " tokens, " + c.finish_reason + "): ", "role"));
-        p.appendChild(document.createTextNode(c.text)); d.appendChild(p);
+        add(d, labelled("completion (" + c.tokens + " tokens, " + c.finish_reason + "): ",
+                        c.text));
       });
-      box.appendChild(d);
     });
     (ep.tools || []).forEach(function (t) {
-      var d = node("details"); d.className = "tool";
-      d.appendChild(node("summary", "tool " + t.name + "(" + t.arguments + ")" + (t.error ? " error" : "")));
-      d.appendChild(node("pre", t.error ? t.error : t.result)); box.appendChild(d);
+      var d = add(box, node("details", null, "tool"));
+      add(d, node("summary", "tool " + t.name + "(" + t.arguments + ")" +
+                  (t.error ? " error" : "")));
+      add(d, node("pre", t.error ? t.error : t.result));
     });
-    if (ep.stdout) { box.appendChild(node("div", "stdout:")); box.appendChild(node("pre", ep.stdout)); }
+    if (ep.stdout) add(box, labelled("stdout: ", ep.stdout));
     return box;
   }
   function episodes(list, withTrace) {
     var box = node("div", null, "episodes");
-    box.appendChild(node("div", list.length + " episodes", "muted"));
+    add(box, node("div", list.length + " episodes", "muted"));
     list.forEach(function (ep) {
-      var line = ep.task_id + "  " + ep.outcome + "  score " + fmt(ep.score) + (ep.turns !== undefined ? "  turns " + ep.turns : "");
-      if (!withTrace) { box.appendChild(node("div", line, "episode")); return; }
-      var d = node("details", null, "episode"); d.appendChild(node("summary", line));
-      d.addEventListener("toggle", function () { if (d.open && d.children.length === 1) d.appendChild(trace(ep)); });
-      box.appendChild(d);
+      var line = ep.task_id + "  " + ep.outcome + "  score " + fmt(ep.score) +
+          (ep.turns !== undefined ? "  turns " + ep.turns : "");
+      if (!withTrace) { add(box, node("div", line, "episode")); return; }
+      var d = add(box, node("details", null, "episode"));
+      add(d, node("summary", line));
+      d.addEventListener("toggle", function () {  // traces are built when first opened
+        if (d.open && d.children.length === 1) add(d, trace(ep));
+      });
     });
     return box;
   }
   function field(table, name, value) {
-    var tr = node("tr"); tr.appendChild(node("th", name)); tr.appendChild(node("td", value)); table.appendChild(tr);
+    var tr = add(table, node("tr"));
+    add(tr, node("th", name));
+    add(tr, node("td", value));
   }
   function showCandidate(key, element) {
     var c = run.candidates[key], panel = document.getElementById("panel");
-    document.querySelectorAll(".cand.selected").forEach(function (e) { e.classList.remove("selected"); });
+    document.querySelectorAll(".cand.selected").forEach(function (e) {
+      e.classList.remove("selected");
+    });
     if (element) element.classList.add("selected");
     panel.innerHTML = "";
-    panel.appendChild(node("h2", key));
-    var t = node("table");
+    add(panel, node("h2", key));
+    var t = add(panel, node("table"));
     field(t, "status", c.status + (c.duplicate_of ? " (of " + c.duplicate_of + ")" : ""));
     field(t, "score at its weights", fmt(c.success) + (c.weights_id ? " at " + c.weights_id : ""));
-    field(t, "parent", c.parent || "–"); field(t, "iteration", c.iteration);
-    field(t, "axis / components", c.mechanism || "–"); field(t, "hypothesis", c.hypothesis || "–");
+    field(t, "parent", c.parent || "–");
+    field(t, "iteration", c.iteration);
+    field(t, "axis / components", c.mechanism || "–");
+    field(t, "hypothesis", c.hypothesis || "–");
     field(t, "proposer", c.proposer || "–");
-    field(t, "reasons", (c.reasons || []).map(function (r) { return r.code + ": " + r.message; }).join("\n") || "–");
-    if (c.static_check && c.static_check.length) field(t, "static check", JSON.stringify(c.static_check));
-    field(t, "episodes", c.num_examples + " (" + JSON.stringify(c.outcomes || {}) + "), mean turns " + fmt(c.mean_turns));
-    panel.appendChild(t);
-    var body = node("div", "loading " + c.file + " ...", "muted"); panel.appendChild(body);
+    field(t, "reasons", (c.reasons || []).map(function (r) {
+      return r.code + ": " + r.message;
+    }).join("\n") || "–");
+    if (c.static_check && c.static_check.length) {
+      field(t, "static check", JSON.stringify(c.static_check));
+    }
+    field(t, "episodes", c.num_examples + " (" + JSON.stringify(c.outcomes || {}) +
+          "), mean turns " + fmt(c.mean_turns));
+    var body = add(panel, node("div", "loading " + c.file + " ...", "muted"));
     load(key, c.file, function (data) {
-      body.innerHTML = ""; body.className = "";
-      if (!data) { body.appendChild(node("div", "could not load " + c.file, "bad")); return; }
-      body.appendChild(node("h3", data.diff ? "diff to " + c.parent : data.source ? "source" :
-        c.parent ? "no diff (no source, or the same as " + c.parent + "'s)" : "no source"));
-      if (data.diff) body.appendChild(diffBlock(data.diff)); else if (data.source) body.appendChild(node("pre", data.source));
-      if (data.proposal) { var d = node("details"); d.appendChild(node("summary", "proposer's reply")); d.appendChild(node("pre", data.proposal)); body.appendChild(d); }
-      body.appendChild(node("h3", c.traced ? "episodes (search split)" : "episodes"));
-      if (!c.traced) body.appendChild(node("div", "outcome and score only: this archive does not list its search split (search.json), so its episodes may be on held-out tasks", "muted"));
-      body.appendChild(episodes(data.episodes, c.traced));
+      body.innerHTML = "";
+      body.className = "";
+      if (!data) { add(body, node("div", "could not load " + c.file, "bad")); return; }
+      add(body, node("h3", data.diff ? "diff to " + c.parent : data.source ? "source" :
+          c.parent ? "no diff (no source, or the same as " + c.parent + "'s)" : "no source"));
+      if (data.diff) add(body, diffBlock(data.diff));
+      else if (data.source) add(body, node("pre", data.source));
+      if (data.proposal) {
+        var d = add(body, node("details"));
+        add(d, node("summary", "proposer's reply"));
+        add(d, node("pre", data.proposal));
+      }
+      add(body, node("h3", c.traced ? "episodes (search split)" : "episodes"));
+      if (!c.traced) {
+        add(body, node("div", "outcome and score only: this archive does not list its search " +
+                       "split (search.json), so its episodes may be on held-out tasks", "muted"));
+      }
+      add(body, episodes(data.episodes, c.traced));
     });
   }
   function showEpisodes(key, file, title, withTrace) {
     var panel = document.getElementById("panel");
-    panel.innerHTML = ""; panel.appendChild(node("h2", title));
-    if (!withTrace) panel.appendChild(node("div", "test episodes: outcome and score only", "muted"));
-    var body = node("div", "loading " + file + " ...", "muted"); panel.appendChild(body);
+    panel.innerHTML = "";
+    add(panel, node("h2", title));
+    if (!withTrace) add(panel, node("div", "test episodes: outcome and score only", "muted"));
+    var body = add(panel, node("div", "loading " + file + " ...", "muted"));
     load(key, file, function (data) {
       body.innerHTML = "";
-      if (!data) { body.appendChild(node("div", "could not load " + file, "bad")); return; }
-      body.appendChild(episodes(data.episodes, withTrace));
+      if (!data) { add(body, node("div", "could not load " + file, "bad")); return; }
+      add(body, episodes(data.episodes, withTrace));
     });
   }
   document.addEventListener("click", function (event) {
     var target = event.target.closest("[data-key]");
     if (!target) return;
     var key = target.getAttribute("data-key");
-    if (run.candidates[key]) { showCandidate(key, target); history.replaceState(null, "", "#" + encodeURIComponent(key)); }
-    else if (run.files[key]) showEpisodes(key, run.files[key], target.getAttribute("data-title") || key, target.getAttribute("data-trace") === "1");
+    if (run.candidates[key]) {
+      showCandidate(key, target);
+      history.replaceState(null, "", "#" + encodeURIComponent(key));
+    } else if (run.files[key]) {
+      showEpisodes(key, run.files[key], target.getAttribute("data-title") || key,
+                   target.getAttribute("data-trace") === "1");
+    }
   });
-  var hash = decodeURIComponent(location.hash.slice(1));
-  if (hash && run.candidates[hash]) showCandidate(hash, document.querySelector('[data-key="' + CSS.escape(hash) + '"]'));
+  var hash = decodeURIComponent(location.hash.slice(1));  // report.html#<archive>/<candidate>
+  if (hash && run.candidates[hash]) {
+    showCandidate(hash, document.querySelector('[data-key="' + CSS.escape(hash) + '"]'));
+  }
 })();
 """
 
@@ -375,13 +418,13 @@ def run_page(run, files, title):
     for candidate in archive["candidates"]:
       statuses[candidate["status"]] = statuses.get(candidate["status"], 0) + 1
     opened = " open" if len(run["archives"]) <= 12 else ""
+    stop = f', stop: {html.escape(str(archive["stop_reason"]))}' if archive["stop_reason"] else ""
     body += [f'<details{opened}><summary><h2 style="display:inline">Harness archive '
              f'{html.escape(archive["path"])}</h2></summary>'
              f'<div class="muted">{len(archive["candidates"])} candidates '
              f'({html.escape(", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))}); '
-             f'accepted {_text(archive["accepted"])}'
-             f'{", stop: " + html.escape(str(archive["stop_reason"])) if archive["stop_reason"] else ""}'
-             f'. Click a candidate for its diff and episodes.</div>',
+             f'accepted {_text(archive["accepted"])}{stop}. Click a candidate for its diff and '
+             f'episodes.</div>',
              _tree(archive, archive["candidates"]), "</details>"]
   body.append('</div><div id="panel"></div></div>')
   return _document(title, "".join(body), {"candidates": candidates, "files": files})
