@@ -233,6 +233,17 @@ def test_data_files_are_written_once(run_dir):
   assert os.stat(path).st_mtime_ns == before
 
 
+def test_data_files_of_another_format_are_written_again(run_dir):
+  workdir, _ = run_dir
+  path = os.path.join(workdir, "report_files", "archive__whale_cycle_000", "c0001.js")
+  with open(path, "w", encoding="utf-8") as file:
+    file.write("window.__traces['old'] = {};")
+  with open(os.path.join(workdir, "report_files", "FORMAT"), "w", encoding="utf-8") as file:
+    file.write("plain/0")
+  report.write_report(workdir)
+  assert _data(path)["id"] == "c0001"
+
+
 def test_a_compare_run_puts_its_methods_side_by_side(tmp_path):
   for method in ("whale", "weight_only"):
     make_run(str(tmp_path / method))

@@ -25,6 +25,7 @@ import base64
 import gzip
 import json
 import os
+import shutil
 
 from absl import logging
 
@@ -34,6 +35,9 @@ from whale_jax.report import workdir as workdir_lib
 
 PAGE = "report.html"
 FILES = "report_files"
+# The data files' format: report_files/FORMAT holds it; a folder written in another format is
+# removed and written again.
+FORMAT = "gzip-base64/1"
 
 
 def _data_file(workdir, relative, key, build, sources):
@@ -68,6 +72,11 @@ def read_data_file(path):
 
 def _write_data_files(workdir, run):
   """The data files of run's candidates, test evaluations and VACE blocks: {key: path}."""
+  marker = os.path.join(workdir, FILES, "FORMAT")
+  written = open(marker, encoding="utf-8").read() if os.path.exists(marker) else None
+  if written != FORMAT:
+    shutil.rmtree(os.path.join(workdir, FILES), ignore_errors=True)
+    atomic_files.write_text(marker, FORMAT)
   files = {}
   for archive in run["archives"]:
     directory = os.path.join(workdir, archive["path"])
