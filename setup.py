@@ -6,8 +6,10 @@ setuptools.setup(
     version="0.1.0",
     description="Jointly optimize an LLM agent's weights and its harness program, in JAX.",
     packages=setuptools.find_packages(include=["whale_jax", "whale_jax.*"]),
-    # The embedded demo solver (configs/demo.py): weights, config and tokenizer files.
-    package_data={"whale_jax": ["assets/demo_solver/*", "search/instructions/*.md"]},
+    # The embedded demo solver (configs/demo.py): weights, config and tokenizer files; each
+    # domain folder's seed harnesses (read as text, never imported) and steering text.
+    package_data={"whale_jax": ["assets/demo_solver/*", "search/instructions/*.md",
+                                "tasks/*/seed_harnesses/*.py", "tasks/*/instructions/*.md"]},
     include_package_data=True,
     python_requires=">=3.10",
     install_requires=[

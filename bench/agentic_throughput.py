@@ -3,7 +3,7 @@ r"""Agentic rollout throughput: multi-turn episodes through the harness runtime,
   python bench/agentic_throughput.py                         # ~100M model, 2 questions x G=8
   python bench/agentic_throughput.py --model=small --questions=1 --turns=3
 
-Episodes of the synthetic multi-hop QA domain (whale_jax/tasks/synthetic_qa.py) run in the
+Episodes of the synthetic multi-hop QA domain (whale_jax/tasks/qa/generator.py) run in the
 real harness runtime (sandboxed workers, one per episode in flight) with a harness that
 searches the corpus (local BM25, top passages of a few hundred tokens) after each reply and
 asks again, for --turns model calls per episode; every call sends the whole conversation so
@@ -57,8 +57,8 @@ from whale_jax.models import hf
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
 from whale_jax.sampling import api
-from whale_jax.tasks import retrieval
-from whale_jax.tasks import synthetic_qa
+from whale_jax.tasks.qa import generator as synthetic_qa
+from whale_jax.tasks.qa import retrieval
 from whale_jax.tokenization import load_tokenizer
 
 FLAGS = flags.FLAGS

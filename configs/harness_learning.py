@@ -25,11 +25,11 @@ no SFT, GRPO on HotpotQA with proposer Qwen3-4B and solver Qwen3-8B; adaptation 
 6 development problems sampled per round for feedback, 64 disjoint ones score 8 candidates per
 round for 10 rounds, the best runnable kept; ~300 test problems. The seed harness, for
 training and adaptation, is the paper's fixed two-hop program
-(whale_jax/tasks/seed_harnesses/searchqa_two_hop.py: search, summary and next query, second
+(whale_jax/tasks/qa/seed_harnesses/searchqa_two_hop.py: search, summary and next query, second
 search, summary, answer from the two summaries), not WHALE's one-search h0. Reports show gold
 answers and supporting ids (search_answers) of training problems; the feedback problems come
 from the validation split here, whose gold stays out of reports. Question files and the
-retrieval server are the researcher's (see whale_jax/tasks/searchqa_domain.py).
+retrieval server are the researcher's (see whale_jax/tasks/qa/builder.py).
 
   python -m whale_jax.main --config=configs/harness_learning.py --workdir=/mnt/whale/hl/maze
   python -m whale_jax.main --config=configs/harness_learning.py:sudoku --workdir=...  # held out

@@ -21,7 +21,7 @@ import httpx
 import pyarrow
 import pyarrow.parquet
 
-from whale_jax.tasks import math_files
+from whale_jax.tasks.math import files as math_files
 
 # (question, answer, passage title, passage text): one fact per made-up city.
 _SYLLABLES = ("var", "nol", "que", "tir", "bre", "aln", "pel", "cor", "dun", "ebb", "fan", "gor")

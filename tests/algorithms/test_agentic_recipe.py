@@ -35,7 +35,7 @@ from whale_jax.search import model_proposer
 from whale_jax.search import proposal as proposal_lib
 
 INSTRUCTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "whale_jax", "search", "instructions", "synthetic_qa.md")
+    os.path.abspath(__file__)))), "whale_jax", "tasks", "qa", "instructions", "synthetic_qa.md")
 
 
 def agentic_config():

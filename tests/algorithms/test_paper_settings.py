@@ -13,7 +13,7 @@ from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
 from whale_jax.harness import trajectory as trajectory_lib
-from whale_jax.tasks import searchqa_domain
+from whale_jax.tasks.qa import builder as searchqa_domain
 
 
 def _write_questions(path, stem, count):

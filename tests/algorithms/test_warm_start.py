@@ -14,8 +14,8 @@ from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
 from whale_jax.sampling import SamplingParams
-from whale_jax.tasks import synthetic_qa
-from whale_jax.tasks import synthetic_qa_teacher
+from whale_jax.tasks.qa import generator as synthetic_qa
+from whale_jax.tasks.qa import teacher as synthetic_qa_teacher
 from whale_jax.tokenization import load_tokenizer
 
 SIZES = {"weight": 0, "harness": 0, "validation": 0, "test": 80}

@@ -126,11 +126,11 @@ def test_scripted_policy_greps_reads_runs_and_submits_a_patch_the_search_accepts
   assert session["prompt_tokens"] == 400 and session["completion_tokens"] == 80
   assert candidate.prompt_tokens == 400 and result.proposer_prompt_tokens == 400
   # The steering file's hash is recorded with the session and the proposer's config.
-  expected = steering.load_instructions("synthetic_qa")
+  expected = steering.load_instructions(domain)
   assert session["instructions"]["hash"] == expected.hash == proposer.config()[
       "instructions"]["hash"] == candidate.instruction_hash
   assert candidate.instruction_version == "agentic-1"
-  with open(steering.INSTRUCTIONS_DIR + "/synthetic_qa.md", encoding="utf-8") as file:
+  with open(domain.instructions, encoding="utf-8") as file:
     assert session["messages"][0]["content"].startswith(file.read().rstrip())
 
 

@@ -192,7 +192,17 @@ def test_prompt_only_proposals_change_only_prompt_strings(domain_name):
 
 def test_unknown_domain_is_refused_with_the_known_ones():
   with pytest.raises(ValueError, match="synthetic_qa"):
-    edit_library.domain_family("webshop")
+    edit_library.catalogue("webshop")
+
+
+def test_the_catalogue_is_the_domains_and_found_by_name_without_building_it():
+  domain = tasks.get_domain("chess", split_sizes={"weight": 0, "harness": 1, "validation": 1,
+                                                   "test": 1})
+  assert domain.edit_catalogue and edit_library.catalogue("chess") is domain.edit_catalogue
+  assert edit_library.catalogue("searchqa") is edit_library.catalogue("synthetic_qa")
+  source = seed_harnesses.source("chess")
+  assert (edit_library.edit_options(source, "unregistered", edit_catalogue=domain.edit_catalogue)
+          == edit_library.edit_options(source, "chess"))
 
 
 # ---- Edits change what episodes do ------------------------------------------------------

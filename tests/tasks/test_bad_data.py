@@ -9,9 +9,9 @@ import pyarrow.parquet
 import pytest
 
 from whale_jax import tasks
-from whale_jax.tasks import math_files
-from whale_jax.tasks import qa_files
 from whale_jax.tasks import record_files
+from whale_jax.tasks.math import files as math_files
+from whale_jax.tasks.qa import files as qa_files
 
 GOOD = {"id": "q1", "question": "Who wrote Hamlet?", "golden_answers": ["Shakespeare"]}
 

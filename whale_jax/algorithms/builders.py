@@ -34,7 +34,7 @@ Sections (configs/*.py hold complete examples):
             agent_budgets (AgentBudgets fields), run_tool (the agent may `run` drafts on the
             harness split, counted as harness rollouts), search_answers ("" = the recipe's
             default, archive_view.SEARCH_ANSWERS_BY_RECIPE), instructions (a steering file;
-            "" = the domain's in search/instructions/), name, seed.
+            "" = the domain's, Domain.instructions), name, seed.
             context_tokens (any proposer): the budget of the proposer context rendered
             from the archive (meta_harness.DEFAULT_CONTEXT_TOKENS = 16,000 by default).
             "cli_agent": a command run jailed in a copy of the archive view
@@ -244,8 +244,9 @@ def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
     return _build_agent(kind, search_section, policy, tokenizer, domain, recipe)
   seed = search_section.pop("seed", 0)
   if kind == "edit_library":
-    return edit_library.EditLibraryProposer(seed=seed,
-                                            mechanisms=search_section.get("mechanisms"))
+    return edit_library.EditLibraryProposer(
+        seed=seed, mechanisms=search_section.get("mechanisms"),
+        edit_catalogue=getattr(domain, "edit_catalogue", None) or None)
   sampling = dict(search_section.pop("sampling", {"max_tokens": 1024}))
   if kind == "in_process":
     backend, proposer_tokenizer = policy.sampler, tokenizer

@@ -210,7 +210,7 @@ def _check_agent_proposer(search, kind, key_path):
                f"{key_path}.search_answers", "search_answers mode")
   if search.get("instructions"):
     _check_path(search["instructions"], f"{key_path}.instructions",
-                "the steering text file (see whale_jax/search/instructions/)")
+                "the steering text file (e.g. whale_jax/tasks/qa/instructions/searchqa.md)")
   typed_config.read(agent_tools.AgentBudgets, search.get("agent_budgets") or {},
                     f"{key_path}.agent_budgets")
   sampling = search.get("sampling") or {}

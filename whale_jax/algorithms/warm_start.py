@@ -9,7 +9,7 @@
      seed harness text.
   3. Teacher trajectories: the compact seed harness with enough turns and passage to finish,
      run through the harness runtime with the scripted teacher
-     (whale_jax.tasks.synthetic_qa_teacher); each episode becomes one SFT sample, its last
+     (whale_jax.tasks.qa.teacher); each episode becomes one SFT sample, its last
      prompt and reply, trained on every reply in it (episode_sequences checks that the
      earlier replies appear token for token). An episode with a search query or answer that
      its prompt did not show (a name or fact past the teacher harness's passage cut) is left
@@ -51,8 +51,8 @@ from whale_jax.parallel import rules
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import seeds as seeds_lib
 from whale_jax.tasks import seed_harnesses
-from whale_jax.tasks import synthetic_qa
-from whale_jax.tasks import synthetic_qa_teacher
+from whale_jax.tasks.qa import generator as synthetic_qa
+from whale_jax.tasks.qa import teacher as synthetic_qa_teacher
 from whale_jax.tokenization import bpe_training
 from whale_jax.tokenization import byte
 from whale_jax.tokenization import load_tokenizer

@@ -324,7 +324,7 @@ class AgenticProposer:
     self.runner, self.budgets, self.use_run_tool = runner, budgets, use_run_tool
     self.search_answers = archive_view.check_search_answers(search_answers)
     self.withheld = frozenset(withheld)
-    self.instructions = instructions or steering.load_instructions(domain.name)
+    self.instructions = instructions or steering.load_instructions(domain)
     self.name, self.sampling, self.seed = name, dict(sampling or {}), seed
     self.max_lines, self.tokenizer = max_lines, tokenizer
     self.rollouts = self.generated_tokens = 0

@@ -533,7 +533,7 @@ class CliAgentProposer:
     self.wall_clock_seconds, self.max_cost_usd = float(wall_clock_seconds), max_cost_usd
     self.search_answers = archive_view.check_search_answers(search_answers)
     self.withheld = frozenset(withheld)
-    self.instructions = instructions or steering.load_instructions(domain.name)
+    self.instructions = instructions or steering.load_instructions(domain)
     self.name, self.max_source_bytes, self.work_root = name, max_source_bytes, work_root
     self.session_per, self.draft_runner = session_per, draft_runner
     self.use_run_tool, self.budgets, self.max_lines = use_run_tool, budgets, max_lines

@@ -1,11 +1,11 @@
 """The agentic proposer's instructions as data: one Markdown file per domain, hashed.
 
-  steering = load_instructions("synthetic_qa")    # instructions/synthetic_qa.md, or default.md
+  steering = load_instructions(domain)    # domain.instructions, or default.md
   steering.text, steering.version, steering.hash, steering.path
 
-Files live in whale_jax/search/instructions/ (installed as package data). The domain name's
-part before ":" picks the file ("reasoning_gym:chain_sum" -> reasoning_gym.md), and default.md
-serves domains without one. The first line names the version ("... (..., version agentic-1)").
+A domain's file lives in its folder (whale_jax/tasks/qa/instructions/synthetic_qa.md, named by
+Domain.instructions); search/instructions/default.md serves domains without one (all are
+installed as package data). The first line names the version ("... (..., version agentic-1)").
 The hash (sha256 of the text, 16 hex digits) goes into every candidate's record and the run's
 config, so a change of steering text is visible in the results it produced.
 """
@@ -14,8 +14,8 @@ import hashlib
 import os
 import re
 
-INSTRUCTIONS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "instructions")
-DEFAULT_NAME = "default"
+DEFAULT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "instructions",
+                            "default.md")
 _VERSION = re.compile(r"version\s+([\w.\-]+)")
 
 
@@ -40,7 +40,8 @@ def load_file(path):
   """The Instructions in a file (any path: a run may bring its own)."""
   if not os.path.isfile(path):
     raise ValueError(f"Instruction file {path} does not exist; give an existing Markdown file "
-                     f"(the shipped ones are in {INSTRUCTIONS_DIR}).")
+                     "(the shipped ones are whale_jax/tasks/<family>/instructions/*.md and "
+                     f"{DEFAULT_PATH}).")
   with open(path, encoding="utf-8") as file:
     text = file.read()
   first_line = text.splitlines()[0] if text else ""
@@ -50,10 +51,6 @@ def load_file(path):
                       os.path.abspath(path))
 
 
-def load_instructions(domain_name, directory=INSTRUCTIONS_DIR):
-  """The instructions for domain_name: <directory>/<family>.md, else default.md."""
-  family = str(domain_name).split(":", 1)[0]
-  path = os.path.join(directory, f"{family}.md")
-  if not os.path.isfile(path):
-    path = os.path.join(directory, f"{DEFAULT_NAME}.md")
-  return load_file(path)
+def load_instructions(domain):
+  """The instructions of a tasks.Domain: its instructions file, else default.md."""
+  return load_file(getattr(domain, "instructions", None) or DEFAULT_PATH)

@@ -8,9 +8,12 @@
   score = domain.verify(splits["harness"][0], trajectory.answer, trajectory)
   metrics = domain.metrics(instances, trajectories, scores)
 
-Domains: "searchqa", "synthetic_qa", "math", "chess", "reasoning_gym:<dataset>" (see
-whale_jax.tasks.registry). An instance's public fields are the only part of it that crosses
-into a sandbox; its reference stays on the host with the verifier.
+Domains: "searchqa", "synthetic_qa", "math", "chess", "docqa", "toolflow",
+"reasoning_gym:<dataset>" (see whale_jax.tasks.registry). Each family is a folder (qa/, math/,
+chess/, docqa/, toolflow/, reasoning_gym/: builder, loaders, answers, generator, edit
+catalogue, seed harnesses, instructions); this folder's top keeps what all domains share. An
+instance's public fields are the only part of it that crosses into a sandbox; its reference
+stays on the host with the verifier.
 """
 from whale_jax.tasks.domain import Domain
 from whale_jax.tasks.domain import Instance

@@ -22,6 +22,10 @@ A Domain is a frozen bundle of plain functions, built by `whale_jax.tasks.get_do
                                       services did so far in this process (SearchQA: its LLM
                                       judge's calls, parsed verdicts, fallbacks, cache hits,
                                       tokens, constrained-choice mode); {} for most domains
+  domain.edit_catalogue            the offline edit library's mechanisms for its harnesses
+                                      (tasks/<family>/edits.py); () for none
+  domain.instructions              path of the agentic proposers' steering text
+                                      (tasks/<family>/instructions/<name>.md); None = default
 
 make_episode(domain, instance, sampling) is the harness runtime's Episode for an instance.
 verify scores what the episode did whatever its outcome (answer is None unless it ended "ok");
@@ -87,6 +91,9 @@ class Domain:
     counters: () -> {name: int} (module docstring).
     verify_many: (instances, answers, trajectories) -> [float], the scores of a batch; None
       scores one at a time with verify.
+    edit_catalogue: ((mechanism name, make), ...), make(source, tree) -> [(blocks, hypothesis,
+      prompt_only_safe)] (whale_jax/harness/source_edits.py); () when the domain has none.
+    instructions: path of a Markdown steering file for agentic proposers; None = the default.
   """
   name: str
   description: str
@@ -99,6 +106,8 @@ class Domain:
   config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   counters: Callable[[], dict] = dict
   verify_many: Callable[..., list] | None = None
+  edit_catalogue: tuple = ()
+  instructions: str | None = None
 
   def __post_init__(self):
     object.__setattr__(self, "splits", functools.cache(self.splits))

@@ -81,7 +81,7 @@ from absl import logging
 
 from whale_jax.sampling import openai_client
 from whale_jax.sampling.api import SamplingParams
-from whale_jax.tasks import qa_answers
+from whale_jax.tasks.qa import answers as qa_answers
 
 JUDGE_PROMPT = (
     "You are an impartial judge for a question-answering task. Mark CORRECT when predicted "
