@@ -199,6 +199,22 @@ def test_gate_adaptation_and_accounting_are_shown(run_dir):
   assert "<td>harness</td><td><span class=\"num\">36</span></td>" in page
 
 
+def test_a_live_run_counts_rollouts_and_tokens_from_its_rows(tmp_path):
+  log = run_log.RunLog(str(tmp_path), tensorboard=False)
+  log.log("evaluation", 0, test_mean=0.5, evaluation_rollouts=8, generated_tokens=80)
+  log.log("weight", 16, kind="grpo", reward=0.5, generated_tokens=160)
+  log.log("weight", 32, kind="grpo", reward=0.5, generated_tokens=150)
+  log.log("harness", 44, label="cycle_000", gate_rollouts=12, generated_tokens=120,
+          gate_accepted=False, gate_p_value=-1.0, incumbent_validation=0.5,
+          candidate_validation=0.5)
+  page = open(os.path.join(tmp_path, "report.html"), encoding="utf-8").read()
+  assert "running (reload for the latest)" in page and "so far, from the metrics rows" in page
+  for phase, rollouts, tokens in (("weight", 32, 310), ("harness", 12, 120),
+                                  ("evaluation", 8, 80)):
+    assert (f'<td>{phase}</td><td><span class="num">{rollouts}</span></td>'
+            f'<td><span class="num">{tokens}</span></td>') in page
+
+
 def test_no_network_reference_and_no_held_out_gold(run_dir):
   workdir, _ = run_dir
   report.write_report(workdir)

@@ -349,7 +349,8 @@ def _finish_weight_step(run, kind, batch, history, extra):
   reward = batch.mean_score()
   run.state.phase_rewards.append(reward)
   metrics = {"reward": reward, "epoch": epochs_done(run), "weight_step": run.state.weight_steps,
-             "optimizer_steps": len(history), **extra}
+             "optimizer_steps": len(history), "generated_tokens": batch.num_generated_tokens,
+             **extra}
   if history:
     metrics["loss"] = float(np.mean([h["loss"] for h in history]))
     metrics["grad_norm"] = float(np.mean([h["grad_norm"] for h in history]))
@@ -536,7 +537,9 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   agent = count_agent_sessions(run, archive_dir)
   run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,
-              search_rollouts=result.rollouts, improved=result.improved,
+              search_rollouts=result.rollouts,
+              generated_tokens=result.generated_tokens + agent["generated_tokens"],
+              improved=result.improved,
               accepted=result.accepted_id, stop_reason=result.stop_reason,
               proposer_prompt_tokens=result.proposer_prompt_tokens,
               proposer_completion_tokens=result.proposer_completion_tokens,
@@ -556,7 +559,8 @@ def gate(run, current, candidate, label):
   decision = result.decision
   run.state.gate_decisions.append(GateRecord(label, decision.accepted,
                                              decision.mean_difference))
-  run.log.log("harness", run.counts.training, label=label, gate_accepted=decision.accepted,
+  run.log.log("harness", run.counts.training, label=label, gate_rollouts=result.rollouts,
+              generated_tokens=result.generated_tokens, gate_accepted=decision.accepted,
               gate_n=decision.n, gate_mean_difference=decision.mean_difference,
               gate_p_value=decision.p_value if decision.p_value is not None else -1.0,
               incumbent_validation=decision.incumbent_mean,
@@ -602,7 +606,8 @@ def evaluate_test(run, harness=None, label=""):
              if isinstance(value, (int, float))}
   run.log.log("evaluation", run.counts.training, test_mean=record["test_mean"],
               eval_seconds=time.time() - start, label=label, per_subset=record["per_subset"],
-              **scalars, **domain_counters(run))
+              evaluation_rollouts=batch.num_rollouts,
+              generated_tokens=batch.num_generated_tokens, **scalars, **domain_counters(run))
   return record
 
 

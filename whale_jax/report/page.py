@@ -257,13 +257,18 @@ def _header(run, title):
 
 
 def _accounting(run):
-  counts = run.get("counts")
+  counts, so_far = run.get("counts"), run["accounting"]
   parts = []
-  if counts:
-    rows = [[name, f'<span class="num">{counts.get(name, 0)}</span>',
-             f'<span class="num">{counts.get(name + "_tokens", 0)}</span>']
-            for name in ("weight", "harness", "evaluation")]
-    parts.append(_table(["phase", "rollouts", "generated tokens"], rows))
+  rows = []
+  for name in ("weight", "harness", "evaluation"):
+    rollouts, tokens = so_far[name]["rollouts"], so_far[name]["generated_tokens"]
+    if counts:  # the summary's counts (this process's, all included) once the run is done
+      rollouts, tokens = counts.get(name, 0), counts.get(name + "_tokens", 0)
+    rows.append([name, f'<span class="num">{rollouts}</span>',
+                 f'<span class="num">{tokens}</span>'])
+  parts.append(_table(["phase", "rollouts", "generated tokens"], rows))
+  parts.append('<div class="muted">' + (
+      "from summary.json" if counts else "so far, from the metrics rows") + "</div>")
   rows = []
   for segment in run["segments"]:
     last = segment["rows"][-1]
@@ -290,12 +295,15 @@ def _accounting(run):
           bits.append(html.escape(str(row["kind"])) + (
               f" round {row['round']}" if "round" in row else ""))
       what = "; ".join(bits)
+    tokens = sum(row.get("generated_tokens") or 0 for row in segment["rows"])
     rows.append([html.escape(segment["phase"]), _text(segment["label"] or segment["kind"]),
                  f'{segment["start"]}&ndash;{segment["end"]}',
-                 f'<span class="num">{segment["end"] - segment["start"]}</span>', what])
+                 f'<span class="num">{segment["end"] - segment["start"]}</span>',
+                 f'<span class="num">{tokens}</span>', what])
   if rows:
-    parts.append(_table(["phase", "label", "training rollouts", "used", "what happened"], rows))
-  return "".join(parts) or '<p class="empty">no phase finished yet</p>'
+    parts.append(_table(["phase", "label", "training rollouts", "used", "generated tokens",
+                         "what happened"], rows))
+  return "".join(parts)
 
 
 def _curves(run):

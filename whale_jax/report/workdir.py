@@ -93,6 +93,26 @@ def segments(rows):
   return result
 
 
+def accounting(rows, timeline):
+  """{phase: {"rollouts", "generated_tokens"}} so far, from the metrics rows: training
+  rollouts by the phase of the timeline segment that used them (weight; harness for the
+  others: searches, gates, Harness Learning's proposer), test rollouts and every phase's
+  tokens from the rows' evaluation_rollouts and generated_tokens (rows written before those
+  existed count no tokens)."""
+  totals = {phase: {"rollouts": 0, "generated_tokens": 0}
+            for phase in ("weight", "harness", "evaluation")}
+  for segment in timeline:
+    phase = "weight" if segment["phase"] == "weight" else "harness"
+    totals[phase]["rollouts"] += segment["end"] - segment["start"]
+    totals[phase]["generated_tokens"] += sum(row.get("generated_tokens") or 0
+                                             for row in segment["rows"])
+  for row in rows:
+    if row.get("phase") == "evaluation":
+      totals["evaluation"]["rollouts"] += row.get("evaluation_rollouts") or 0
+      totals["evaluation"]["generated_tokens"] += row.get("generated_tokens") or 0
+  return totals
+
+
 def evaluations(workdir, rows):
   """One entry per test evaluation row: rollouts, test mean, label, per-subset means (the
   row's, else from its test episodes' task ids) and its episode file when there is one."""
@@ -289,6 +309,7 @@ def read_run(workdir, metrics_rows=None):
   rows = read_metrics(workdir) if metrics_rows is None else metrics_rows
   config = read_json(os.path.join(workdir, "config.json")) or {}
   summary = read_json(os.path.join(workdir, "summary.json")) or {}
+  timeline = segments(rows)
   recipe = config.get("recipe")
   if recipe == "compare":  # a method's folder of a compare run: the folder names the method
     recipe = os.path.basename(os.path.abspath(workdir))
@@ -310,7 +331,8 @@ def read_run(workdir, metrics_rows=None):
       "pairs": summary.get("pairs") or [],
       "selected": (summary.get("selected_by_validation") or {}).get("label"),
       "adaptation_summary": summary.get("adaptation") or {},
-      "segments": segments(rows), "evaluations": evaluations(workdir, rows),
+      "segments": timeline, "accounting": accounting(rows, timeline),
+      "evaluations": evaluations(workdir, rows),
       "gates": gates(rows), "adaptation": adaptation(rows), "archives": archives,
       "blocks": [name for name, _ in vace_blocks(workdir)], "num_rows": len(rows)}
 
