@@ -99,6 +99,9 @@ def make_run(workdir):
                evaluation=evaluation_lib.Evaluation(
                    ("val:0",), (0,), (1.0,), (_trajectory("val:0", VALIDATION_GOLD,
                                                          VALIDATION_GOLD),), 1))
+  # A VACE GRPO block (weight-split episodes).
+  trajectory_lib.write_records(os.path.join(workdir, "vace", "cycle_000", "step_0001.jsonl.gz"),
+                               [{"score": 1.0, "trajectory": _trajectory("w:0", "answer-w")}])
   # Validation episodes in the search's evaluation cache: the report must not read them.
   trajectory_lib.write_records(os.path.join(workdir, LABEL, "evaluations", "cache.jsonl.gz"),
                                [{"score": 1.0, "trajectory": _trajectory("val:0", VALIDATION_GOLD,
@@ -117,6 +120,10 @@ def make_run(workdir):
                                                    "weight_tokens": 480, "harness_tokens": 720,
                                                    "evaluation_tokens": 160},
                      "final_test_mean": 0.75, "best_test_mean": 0.75,
+                     "pairs": [{"cycle": 0, "label": "vace_cycle_000", "weights_id": "step_4",
+                                "weight_steps": 4, "harness_hash": "abc",
+                                "validation_mean": 0.625}],
+                     "selected_by_validation": {"label": "vace_cycle_000"},
                      "final_per_task": {"nq:0": 1.0}, "curve": [[0, 0.25], [60, 0.75]]})
   log.close()
   return archive
@@ -199,6 +206,15 @@ def test_gate_adaptation_and_accounting_are_shown(run_dir):
   assert "<td>harness</td><td><span class=\"num\">36</span></td>" in page
 
 
+def test_vace_pairs_and_blocks_are_shown(run_dir):
+  workdir, _ = run_dir
+  page = open(os.path.join(workdir, "report.html"), encoding="utf-8").read()
+  assert "VACE (weights, harness) pairs" in page and "<td>0.625</td><td>selected</td>" in page
+  assert 'data-key="block/cycle_000"' in page
+  block = _data(os.path.join(workdir, "report_files", "vace", "cycle_000.js"))
+  assert block["episodes"][0]["answer"] == "answer-w" and block["episodes"][0]["calls"]
+
+
 def test_a_live_run_counts_rollouts_and_tokens_from_its_rows(tmp_path):
   log = run_log.RunLog(str(tmp_path), tensorboard=False)
   log.log("evaluation", 0, test_mean=0.5, evaluation_rollouts=8, generated_tokens=80)
@@ -219,7 +235,7 @@ def test_no_network_reference_and_no_held_out_gold(run_dir):
   workdir, _ = run_dir
   report.write_report(workdir)
   files = _report_files(workdir)
-  assert len(files) == 1 + 5 + 1 + 2  # the page, 5 + 1 candidates, 2 test evaluations
+  assert len(files) == 1 + 5 + 1 + 2 + 1  # the page, 5 + 1 candidates, 2 tests, 1 block
   for path in files:
     text = open(path, encoding="utf-8").read()
     if path.endswith(".js"):  # its value: gzip'ed JSON in base64
