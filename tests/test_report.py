@@ -27,6 +27,7 @@ TEST_GOLD = "Hallucigenia-test-gold"
 SEED_SOURCE = "def run(task, llm, tools):\n  return llm.chat([{'role': 'user', 'content': task}])\n"
 LABEL = "archive/whale_cycle_000"
 REVISION_LABEL = "harness_learning/adapt_final_strict/round_000"
+MARKUP = "</script><script>window.__injected = 1</script><b>"  # in a hypothesis: text only
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -66,7 +67,8 @@ def _archive(directory, num_candidates=5, num_episodes=4):
     candidate = archive_lib.Candidate(
         id=f"c{index:04d}", iteration=1 + index // 2, index=index, hash=f"hash{index}",
         parent=parent, origin="incoming" if index == 0 else "patch", proposer="edit_library",
-        mechanism=f"axis B: turn_budget {index}", hypothesis=f"more turns help {index}",
+        mechanism=f"axis B: turn_budget {index}",
+        hypothesis=f"more turns help {index}" + (MARKUP if index == 2 else ""),
         status=status,
         reasons=[{"code": "static_check", "message": "bad import"}] if status == "rejected" else [],
         duplicate_of="c0001" if status == "duplicate" else None, weights_id="step_4")
@@ -231,6 +233,12 @@ def test_a_live_run_counts_rollouts_and_tokens_from_its_rows(tmp_path):
             f'<td><span class="num">{tokens}</span></td>') in page
 
 
+def test_text_from_the_run_stays_text(run_dir):
+  workdir, _ = run_dir
+  page = open(os.path.join(workdir, "report.html"), encoding="utf-8").read()
+  assert MARKUP not in page and "__injected" in page  # escaped in the tree and in the JSON
+
+
 def test_no_network_reference_and_no_held_out_gold(run_dir):
   workdir, _ = run_dir
   report.write_report(workdir)
@@ -343,6 +351,8 @@ def test_in_headless_chromium_a_click_shows_the_diff_and_episodes(run_dir, tmp_p
         lambda d: d.find_elements(By.CSS_SELECTOR, "#panel pre.diff"))
     diff = driver.find_element(By.CSS_SELECTOR, "#panel pre.diff").text
     assert "+# edit 2" in diff and "c0000/harness.py" in diff
+    assert MARKUP in driver.find_element(By.ID, "panel").text  # shown as text, never run
+    assert driver.execute_script("return window.__injected === undefined;")
     episodes = driver.find_elements(By.CSS_SELECTOR, "#panel .episode")
     assert len(episodes) == len(archive.examples("c0002"))
     episodes[0].find_element(By.TAG_NAME, "summary").click()

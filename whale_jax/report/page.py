@@ -218,8 +218,8 @@ SCRIPT = r"""
 
 
 def _script_json(value):
-  """JSON safe inside a <script> element."""
-  return json.dumps(value, separators=(",", ":"), default=str).replace("</", "<\\/")
+  """JSON safe inside a <script> element (no "<" left to open or close a tag or comment)."""
+  return json.dumps(value, separators=(",", ":"), default=str).replace("<", "\\u003c")
 
 
 def _text(value):
@@ -348,7 +348,7 @@ def _tree(archive, candidates):
     accepted = " accepted" if candidate["id"] == archive["accepted"] else ""
     reasons = ",".join(r.get("code", "") for r in candidate.get("reasons") or [])
     parts.append(f'<li><span class="cand st-{html.escape(candidate["status"] or "")}{accepted}" '
-                 f'data-key="{html.escape(key)}" tabindex="0">{candidate["id"]} '
+                 f'data-key="{html.escape(key)}" tabindex="0">{html.escape(candidate["id"])} '
                  f'<span class="muted">i{candidate.get("iteration")}</span> '
                  f'{_text(candidate["success"])} {html.escape(candidate["status"] or "")}'
                  f'{" (" + html.escape(reasons) + ")" if reasons else ""}</span> <span class="hyp">'
