@@ -3,7 +3,8 @@
   python -m whale_jax.report WORKDIR        # writes WORKDIR/report.html (and report_files/)
   report.write_report(workdir)              # the same; RunLog calls it after each phase
 
-WORKDIR/report.html opens in any browser from disk: no server, no network, style and script
+WORKDIR/report.html opens in any current browser from disk (one with DecompressionStream:
+Chrome 80, Firefox 113, Safari 16.4 or later): no server, no network, style and script
 inline, plots as inline SVG. It shows the phases on the rollout axis (weight phases with
 their training reward and RSFT/GRPO metrics, harness searches, gates, test evaluations), the
 test and best-so-far curves (per subset where task ids carry one), rollouts and tokens per
@@ -73,7 +74,10 @@ def read_data_file(path):
 def _write_data_files(workdir, run):
   """The data files of run's candidates, test evaluations and VACE blocks: {key: path}."""
   marker = os.path.join(workdir, FILES, "FORMAT")
-  written = open(marker, encoding="utf-8").read() if os.path.exists(marker) else None
+  written = None
+  if os.path.exists(marker):
+    with open(marker, encoding="utf-8") as file:
+      written = file.read()
   if written != FORMAT:
     shutil.rmtree(os.path.join(workdir, FILES), ignore_errors=True)
     atomic_files.write_text(marker, FORMAT)
