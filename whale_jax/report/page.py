@@ -462,7 +462,10 @@ def compare_page(methods, table, title, done):
     best[f"{name} best"] = running
   rows = []
   for name, run in methods:
-    counts = run.get("counts") or {}
+    counts = run.get("counts") or {  # a method still running: its rows so far
+        key: value for phase, totals in run["accounting"].items()
+        for key, value in ((phase, totals["rollouts"]),
+                           (phase + "_tokens", totals["generated_tokens"]))}
     rows.append([f'<a href="{html.escape(name)}/report.html">{html.escape(name)}</a>',
                  _text(run.get("final_test_mean")), _text(run.get("best_test_mean"))] +
                 [str(counts.get(phase, "–")) for phase in ("weight", "harness", "evaluation")] +

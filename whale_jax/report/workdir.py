@@ -296,11 +296,16 @@ def block_data(paths):
 # --- the whole run ---------------------------------------------------------------------------
 
 def method_folders(workdir):
-  """The methods of a compare run (workdir/<method>/ with its own metrics), in summary order."""
-  summary = read_json(os.path.join(workdir, "summary.json")) or {}
+  """The methods of a compare run (workdir/<method>/ with its own metrics), in the config's
+  order (config.methods, which each method's config.json holds)."""
   names = [name for name in sorted(os.listdir(workdir))
            if os.path.exists(os.path.join(workdir, name, "metrics.jsonl"))]
-  order = list((summary.get("methods") or {}).keys())
+  order = []
+  for name in names:
+    order = list((read_json(os.path.join(workdir, name, "config.json")) or {}).get("methods")
+                 or ())
+    if order:
+      break
   return [name for name in order if name in names] + [n for n in names if n not in order]
 
 
