@@ -200,6 +200,13 @@ def test_curve_points_are_the_metrics_rows(run_dir):
   assert _points(page, "accept_rate") == [(r["rollouts"], r["accept_rate"]) for r in weights]
 
 
+def test_the_timeline_marks_each_search_iteration(run_dir):
+  workdir, archive = run_dir
+  page = open(os.path.join(workdir, "report.html"), encoding="utf-8").read()
+  marks = re.findall(r'<line class="iteration"[^>]*><title>whale_cycle_000 iteration (\d+)', page)
+  assert marks == sorted({str(c.iteration) for c in archive.candidates})
+
+
 def test_gate_adaptation_and_accounting_are_shown(run_dir):
   workdir, _ = run_dir
   page = open(os.path.join(workdir, "report.html"), encoding="utf-8").read()

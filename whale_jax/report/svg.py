@@ -127,6 +127,13 @@ def timeline(segments, evaluations, x_max):
                  f'fill="{PHASE_COLORS.get(segment["phase"], "#ccc")}" stroke="#666" '
                  f'stroke-width="0.5"><title>{html.escape(name)}: rollouts {segment["start"]}'
                  f'-{segment["end"]}, {len(segment["rows"])} rows</title></rect>')
+    for iteration in segment.get("iterations", ()):  # a harness search's iterations
+      x = x_scale(iteration["end"])
+      best = "–" if iteration["best"] is None else _number(iteration["best"])
+      parts.append(f'<line class="iteration" x1="{x:.1f}" x2="{x:.1f}" y1="{y:.1f}" '
+                   f'y2="{y + lane_height - 2:.1f}" stroke="#7f3b08" stroke-width="1">'
+                   f'<title>{html.escape(segment["label"])} iteration {iteration["iteration"]}: '
+                   f'best score so far {best}</title></line>')
   y = TOP + 2 + 2 * lane_height
   for evaluation in evaluations:
     x = x_scale(evaluation["rollouts"])

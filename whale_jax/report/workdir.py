@@ -326,6 +326,7 @@ def read_run(workdir, metrics_rows=None):
                      "traced": bool(search_task_ids(directory)),
                      "stop_reason": accepted.get("stop_reason"),
                      "candidates": archive_candidates(directory)})
+  _add_search_iterations(timeline, archives)
   return {
       "workdir": os.path.abspath(workdir), "recipe": summary.get("recipe") or recipe,
       "domain": (config.get("domain") or {}).get("name") if isinstance(config.get("domain"), dict)
@@ -340,6 +341,26 @@ def read_run(workdir, metrics_rows=None):
       "evaluations": evaluations(workdir, rows),
       "gates": gates(rows), "adaptation": adaptation(rows), "archives": archives,
       "blocks": [name for name, _ in vace_blocks(workdir)], "num_rows": len(rows)}
+
+
+def _add_search_iterations(timeline, archives):
+  """Gives each harness-search segment its iterations: [{"iteration", "end", "best"}], end
+  being where on the rollout axis the iteration's episodes end (the segment's start plus the
+  rollouts of the search's candidates so far) and best the best score so far."""
+  by_path = {archive["path"]: archive for archive in archives}
+  for segment in timeline:
+    archive = by_path.get(f"archive/{segment['label']}")
+    if segment["phase"] != "harness" or archive is None or not any(
+        "iterations" in row for row in segment["rows"]):
+      continue
+    iterations, position, best = {}, segment["start"], None
+    for candidate in sorted(archive["candidates"], key=lambda c: (c["iteration"] or 0)):
+      position = min(position + (candidate["rollouts"] or 0), segment["end"])
+      if candidate["success"] is not None:
+        best = candidate["success"] if best is None else max(best, candidate["success"])
+      iterations[candidate["iteration"]] = {"iteration": candidate["iteration"],
+                                            "end": position, "best": best}
+    segment["iterations"] = list(iterations.values())
 
 
 def read_metrics(workdir):
