@@ -207,6 +207,15 @@ def test_the_timeline_marks_each_search_iteration(run_dir):
   assert marks == sorted({str(c.iteration) for c in archive.candidates})
 
 
+def test_a_long_run_plots_every_kth_weight_step_and_the_last(tmp_path):
+  log = run_log.RunLog(str(tmp_path), tensorboard=False)
+  for step in range(2500):
+    log.log("weight", 4 * (step + 1), kind="grpo", reward=step / 2500)
+  page = open(report.write_report(str(tmp_path)), encoding="utf-8").read()
+  points = _points(page, "training reward")
+  assert len(points) <= 1001 and points[0] == (4, 0.0) and points[-1] == (10000, 2499 / 2500)
+
+
 def test_gate_adaptation_and_accounting_are_shown(run_dir):
   workdir, _ = run_dir
   page = open(os.path.join(workdir, "report.html"), encoding="utf-8").read()

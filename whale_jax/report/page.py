@@ -15,6 +15,8 @@ import time
 
 from whale_jax.report import svg
 
+MAX_STEP_POINTS = 1000  # weight steps plotted per series; a longer run shows every k-th
+
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:12px 20px;
 color:#222}
@@ -321,6 +323,10 @@ def _curves(run):
   plots = [svg.line_plot(series, "training rollouts", "test mean@k", steps=("best so far",),
                          x_range=(0, x_max), empty="no test evaluation yet")]
   weight_rows = [row for s in run["segments"] if s["phase"] == "weight" for row in s["rows"]]
+  if len(weight_rows) > MAX_STEP_POINTS:  # every k-th step (and the last) of a long run
+    stride = -(-len(weight_rows) // MAX_STEP_POINTS)
+    weight_rows = weight_rows[::stride] + ([weight_rows[-1]] if len(weight_rows) % stride != 1
+                                           else [])
   if weight_rows:
     plots.append(svg.line_plot({"training reward": [(r["rollouts"], r.get("reward"))
                                                     for r in weight_rows]},
