@@ -63,14 +63,12 @@ def test_harness_only_with_the_agentic_proposer_counts_its_runs_and_accepts_its_
   monkeypatch.setattr(builders, "agent_client", scripted_client)
 
   episodes = collections.Counter()   # what the runtime ran, by split: observed from outside
-  original = runtime_lib.HarnessRuntime.run_episodes
+  original = runtime_lib.HarnessRuntime.submit   # every episode passes here, batched or not
 
-  def counting(self, harness, batch):
-    batch = list(batch)
-    for episode in batch:
-      episodes[split_of[episode.task_id]] += 1
-    return original(self, harness, batch)
-  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_episodes", counting)
+  def counting(self, harness, episode):
+    episodes[split_of[episode.task_id]] += 1
+    return original(self, harness, episode)
+  monkeypatch.setattr(runtime_lib.HarnessRuntime, "submit", counting)
 
   build_run = experiment.build_run
 
@@ -127,7 +125,7 @@ def test_harness_only_with_the_agentic_proposer_counts_its_runs_and_accepts_its_
 @pytest.mark.parametrize("search, message", [
     (dict(proposer="agentic", agent_budget={}), "did you mean 'agent_budgets'"),
     (dict(proposer="agentic", agent_budgets=dict(max_step=3)), "did you mean 'max_steps'"),
-    (dict(proposer="agentic", agent_budgets=dict(max_steps=0)), "max_steps=0 must be >= 1"),
+    (dict(proposer="agentic", agent_budgets=dict(max_steps=0)), "max_steps=0 must be an int >= 1"),
     (dict(proposer="agentic", agent_backend="opnai"), "did you mean 'openai'"),
     (dict(proposer="agentic", agent_backend="openai"), "base_url is missing"),
     (dict(proposer="agentic", run_tool="yes"), "run_tool='yes' is str"),

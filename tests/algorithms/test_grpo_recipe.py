@@ -59,15 +59,16 @@ def observed(monkeypatch):
   """What the test sees from outside the recipe: weight-split episodes the runtime ran (by
   task id), and the trajectories each GRPO step handed to the sample builder."""
   seen = {"episodes": collections.Counter(), "trained": [], "trajectories": []}
-  run_episodes = runtime_lib.HarnessRuntime.run_episodes
+  run_many = runtime_lib.HarnessRuntime.run_many   # run_episodes and batched evaluations
 
-  def counting(self, harness, episodes):
-    episodes = list(episodes)
-    trajectories = run_episodes(self, harness, episodes)
-    for episode in episodes:
-      seen["episodes"][episode.task_id] += 1
-    seen["trajectories"] += trajectories
-    return trajectories
+  def counting(self, batches):
+    batches = [(harness, list(episodes)) for harness, episodes in batches]
+    results = run_many(self, batches)
+    for (_, episodes), trajectories in zip(batches, results):
+      for episode in episodes:
+        seen["episodes"][episode.task_id] += 1
+      seen["trajectories"] += trajectories
+    return results
 
   from_trajectories = samples_lib.from_trajectories
 
@@ -76,7 +77,7 @@ def observed(monkeypatch):
       seen["trained"].append(list(trajectories))
     return from_trajectories(trajectories, advantages, max_length)
 
-  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_episodes", counting)
+  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_many", counting)
   monkeypatch.setattr(samples_lib, "from_trajectories", recording)
   return seen
 

@@ -425,14 +425,15 @@ def test_paper_configs_resolve():
 def episode_counter(monkeypatch):
   """Counts the episodes the harness runtime runs, by task id."""
   counts = collections.Counter()
-  original = runtime_lib.HarnessRuntime.run_episodes
+  original = runtime_lib.HarnessRuntime.run_many   # run_episodes and batched evaluations
 
-  def counting(self, harness, episodes):
-    episodes = list(episodes)
-    counts.update(episode.task_id for episode in episodes)
-    return original(self, harness, episodes)
+  def counting(self, batches):
+    batches = [(harness, list(episodes)) for harness, episodes in batches]
+    for _, episodes in batches:
+      counts.update(episode.task_id for episode in episodes)
+    return original(self, batches)
 
-  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_episodes", counting)
+  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_many", counting)
   return counts
 
 

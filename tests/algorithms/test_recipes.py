@@ -18,19 +18,20 @@ def episode_counter(monkeypatch):
   """Counts episodes the harness runtime actually runs, and the tokens generated in them
   (counts[(task id, "tokens")]), by task id."""
   counts = collections.Counter()
-  original = runtime_lib.HarnessRuntime.run_episodes
+  original = runtime_lib.HarnessRuntime.run_many   # run_episodes and batched evaluations
 
-  def counting(self, harness, episodes):
-    episodes = list(episodes)
-    trajectories = original(self, harness, episodes)
-    for episode, trajectory in zip(episodes, trajectories):
-      counts[episode.task_id] += 1
-      counts[(episode.task_id, "tokens")] += sum(
-          len(completion.token_ids) for call in trajectory.calls
-          for completion in call.completions)
-    return trajectories
+  def counting(self, batches):
+    batches = [(harness, list(episodes)) for harness, episodes in batches]
+    results = original(self, batches)
+    for (_, episodes), trajectories in zip(batches, results):
+      for episode, trajectory in zip(episodes, trajectories):
+        counts[episode.task_id] += 1
+        counts[(episode.task_id, "tokens")] += sum(
+            len(completion.token_ids) for call in trajectory.calls
+            for completion in call.completions)
+    return results
 
-  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_episodes", counting)
+  monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_many", counting)
   return counts
 
 
