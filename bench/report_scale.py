@@ -127,6 +127,9 @@ def measure(workdir, repeats):
   result = {"workdir": workdir, "write_seconds": round(first_seconds, 2),
             "rewrite_seconds": round(rewrite_seconds, 3),
             "page_bytes": _size(page), "data_bytes": _size(os.path.join(workdir, "report_files")),
+            "all_report_bytes": sum(_size(os.path.join(d, name)) for d, _, _ in os.walk(workdir)
+                                    for name in ("report.html", "report_files")
+                                    if os.path.exists(os.path.join(d, name))),
             "data_files": sum(len(f) for _, _, f in os.walk(os.path.join(workdir,
                                                                         "report_files"))),
             "run_bytes": _size(workdir) - _size(page) - _size(os.path.join(workdir,
@@ -150,17 +153,17 @@ def measure(workdir, repeats):
       loads.append(driver.execute_script(
           "const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd;"))
       candidates = driver.find_elements(By.CSS_SELECTOR, ".cand")
-      target = candidates[len(candidates) // 2]
-      start = time.perf_counter()
-      target.click()
-      WebDriverWait(driver, 30).until(
-          lambda d: d.find_elements(By.CSS_SELECTOR, "#panel .episodes"))
-      clicks.append(1000 * (time.perf_counter() - start))
+      if candidates:  # a compare run's page has none (each method's page has its own)
+        start = time.perf_counter()
+        candidates[len(candidates) // 2].click()
+        WebDriverWait(driver, 30).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, "#panel .episodes"))
+        clicks.append(1000 * (time.perf_counter() - start))
     finally:
       driver.quit()
       shutil.rmtree(profile, ignore_errors=True)
   result.update(candidates=len(candidates), load_event_ms=round(statistics.median(loads)),
-                click_to_episodes_ms=round(statistics.median(clicks)))
+                click_to_episodes_ms=round(statistics.median(clicks)) if clicks else None)
   return result
 
 
