@@ -48,9 +48,18 @@ Semantics, where they differ from the OpenAI API:
     the answer; n must be 1; logprobs are the chosen choice's per-token ones.
 Requests beyond --max_pending_requests (prompts in the engine or waiting for it) get a 429
 with Retry-After; the client retries.
+
+Start-up compiles every program a request can need before the server listens: the engine's
+grid of slot batches (1, r, r**2, ... up to --max_slots) by cache lengths (32, 32 r, ... up to
+--max_cache_length), r = --bucket_ratio, and guided_choice's scoring of 4 rows at each cache
+length. The log and /health give that warm-up's seconds and program count; /health's
+"compilations" (every XLA compilation in the process) stays flat from then on, whatever the
+load. Compiled programs persist in --compilation_cache_dir (JAX's persistent compilation
+cache), so a restarted server loads them in seconds.
 """
 import asyncio
 import concurrent.futures
+import functools
 import json
 import os
 import secrets
@@ -77,6 +86,7 @@ CHAT_FIELDS = COMMON_FIELDS + ("messages", "max_completion_tokens", "top_logprob
                                "tool_choice", "guided_choice", "structured_outputs")
 MAX_STOP_STRINGS = 16
 MAX_GUIDED_CHOICES = 64
+SCORE_ROWS = 4  # rows of one guided_choice scoring call (more choices: several calls)
 
 
 class RequestError(Exception):
@@ -143,6 +153,34 @@ def load_model(source, tokenizer_source="", dtype="float32", seed=0, vocab_size=
   return config, params, tokenizer, name
 
 
+@functools.lru_cache(maxsize=None)
+def compilation_counter():
+  """This process's counter of XLA compilations (one jax.monitoring listener, made once)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  counter = _CompilationCounter()
+  jax.monitoring.register_event_duration_secs_listener(counter.on_event)
+  return counter
+
+
+class _CompilationCounter:
+  """Counts JAX's backend-compile events: every program compiled, by anyone in the process."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._count = 0
+
+  def on_event(self, event, duration, **kwargs):
+    del duration, kwargs
+    if event == "/jax/core/compile/backend_compile_duration":
+      with self._lock:
+        self._count += 1
+
+  @property
+  def count(self):
+    with self._lock:
+      return self._count
+
+
 # ---- requests -> sampling ----------------------------------------------------------------
 
 
@@ -171,11 +209,27 @@ class Server:
                    "prompt_tokens": 0, "completion_tokens": 0, "guided_choice_requests": 0}
     self._score_lock = threading.Lock()
     self._score_fn = None
+    self.warmup_seconds, self.warmup_programs = None, None
+
+  def warm_up(self):
+    """Compiles every program a request can need: the engine's whole bucket grid and
+    guided_choice's scoring shapes (SCORE_ROWS rows at each of the engine's cache lengths).
+    Returns and keeps (seconds, programs: the XLA compilations it made, or loaded from the
+    persistent compilation cache)."""
+    start, before = time.perf_counter(), compilation_counter().count
+    self.sampler.engine.warm_up()
+    for length in self.sampler.engine.cache_lengths:
+      self._score_call([[0]], length)
+    self.warmup_seconds = time.perf_counter() - start
+    self.warmup_programs = compilation_counter().count - before
+    return self.warmup_seconds, self.warmup_programs
 
   def health(self):
     with self._lock:
       state = {"status": "ok", "model": self.model_name, "pending_requests": self.pending,
                "max_pending_requests": self.max_pending_requests, **self.counts}
+    state.update(compilations=compilation_counter().count, warmup_seconds=self.warmup_seconds,
+                 warmup_programs=self.warmup_programs)
     engine = self.sampler.metrics()
     state["engine"] = {key: engine[key] for key in (
         "generated_tokens", "completed_requests", "tokens_per_second", "slot_occupancy",
@@ -274,24 +328,29 @@ class Server:
 
   def _score_rows(self, rows):
     """Per-token log-probabilities [len(rows), bucket] of token rows under the model
-    (train.logprobs.token_logprobs: entry t is log p(row[t] | row[:t]), temperature 1)."""
+    (train.logprobs.token_logprobs: entry t is log p(row[t] | row[:t]), temperature 1), in
+    calls of SCORE_ROWS rows by one of the engine's cache lengths (the shapes warm_up
+    compiles)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from whale_jax.sampling import engine as engine_lib  # pylint: disable=import-outside-toplevel
+    length = engine_lib.bucket_for(self.sampler.engine.cache_lengths,
+                                   max(len(row) for row in rows))
+    return np.concatenate([self._score_call(rows[i:i + SCORE_ROWS], length)
+                           for i in range(0, len(rows), SCORE_ROWS)])
+
+  def _score_call(self, rows, length):
+    """_score_rows of at most SCORE_ROWS rows, padded to [SCORE_ROWS, length]: one call."""
     import jax  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
     from whale_jax.train import logprobs as logprobs_lib  # pylint: disable=import-outside-toplevel
-    length = 32
-    while length < max(len(row) for row in rows):
-      length *= 2
-    count = 1
-    while count < len(rows):
-      count *= 2
-    tokens = np.zeros((count, length), np.int32)
-    segment_ids = np.zeros((count, length), np.int32)
+    tokens = np.zeros((SCORE_ROWS, length), np.int32)
+    segment_ids = np.zeros((SCORE_ROWS, length), np.int32)
     for r, row in enumerate(rows):
       tokens[r, :len(row)] = row
       segment_ids[r, :len(row)] = 1
     batch = {"tokens": tokens, "segment_ids": segment_ids,
              "positions": np.broadcast_to(np.arange(length, dtype=np.int32), tokens.shape)}
-    with self._score_lock:  # one compile per (rows, length) bucket
+    with self._score_lock:  # one compile per length bucket, made by warm_up
       if self._score_fn is None:
         config = self.sampler.config
         self._score_fn = jax.jit(
@@ -805,6 +864,14 @@ _MAX_CONTEXT = flags.DEFINE_integer("max_cache_length", 0, "Longest prompt + max
                                     "the model's max_position_embeddings).")
 _DEFAULT_MAX_TOKENS = flags.DEFINE_integer("default_max_tokens", 1024, "max_tokens of chat "
                                            "requests that give none.")
+_BUCKET_RATIO = flags.DEFINE_integer("bucket_ratio", 8, "Ratio of neighbouring slot batch "
+                                     "sizes and cache lengths, whose grid start-up compiles: "
+                                     "larger starts faster and pads more (>= 2).")
+_COMPILATION_CACHE_DIR = flags.DEFINE_string(
+    "compilation_cache_dir",
+    os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "whale_jax", "jax"),
+    "Directory where compiled programs persist (JAX's persistent compilation cache), so that "
+    "a restart warms up from it in seconds; '' turns it off.")
 
 
 def main(argv):
@@ -820,6 +887,9 @@ def main(argv):
                       ("default_max_tokens", _DEFAULT_MAX_TOKENS.value)):
     if value < 1:
       raise app.UsageError(f"--{name}={value} must be >= 1.")
+  if _BUCKET_RATIO.value < 2:
+    raise app.UsageError(f"--bucket_ratio={_BUCKET_RATIO.value} must be >= 2 (2: the finest "
+                         "grid, most programs to compile; 8: the default).")
   # Bind first: a port in use fails before the model loads.
   listener = socket.socket(socket.AF_INET6 if ":" in _HOST.value else socket.AF_INET)
   listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -828,16 +898,33 @@ def main(argv):
   except OSError as error:
     raise SystemExit(f"--host={_HOST.value} --port={_PORT.value}: cannot listen there "
                      f"({error}); pick another --port (0 = any free one).") from None
+  import jax  # pylint: disable=import-outside-toplevel
   from whale_jax.sampling import Sampler  # pylint: disable=import-outside-toplevel
-  from whale_jax.sampling import SamplingParams  # pylint: disable=import-outside-toplevel
+  from whale_jax.sampling import engine as engine_lib  # pylint: disable=import-outside-toplevel
+  if _COMPILATION_CACHE_DIR.value:  # every program, however small or quick to compile
+    jax.config.update("jax_compilation_cache_dir",
+                      os.path.expanduser(_COMPILATION_CACHE_DIR.value))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+  compilation_counter()  # from here on, every compilation (or load from the cache) is counted
   config, params, tokenizer, name = load_model(_MODEL.value, _TOKENIZER.value, _DTYPE.value,
                                                _SEED.value, _VOCAB_SIZE.value)
-  sampler = Sampler(config, params, tokenizer=tokenizer, max_slots=_MAX_SLOTS.value,
-                    steps_per_call=_STEPS_PER_CALL.value,
-                    max_cache_length=_MAX_CONTEXT.value or None)
-  sampler.generate([[0]], SamplingParams(max_tokens=2, temperature=0.0))  # compile once
+  max_cache_length = _MAX_CONTEXT.value or config.max_position_embeddings
+  sampler = Sampler(
+      config, params, tokenizer=tokenizer, max_slots=_MAX_SLOTS.value,
+      steps_per_call=_STEPS_PER_CALL.value, max_cache_length=max_cache_length,
+      batch_sizes=engine_lib.geometric_buckets(1, _MAX_SLOTS.value, _BUCKET_RATIO.value),
+      cache_lengths=engine_lib.geometric_buckets(engine_lib.MIN_LENGTH_BUCKET,
+                                                 max_cache_length, _BUCKET_RATIO.value,
+                                                 multiple=16))
   server = Server(sampler, tokenizer, _SERVED_NAME.value or name, _MAX_PENDING.value,
                   _DEFAULT_MAX_TOKENS.value)
+  engine = sampler.engine
+  seconds, programs = server.warm_up()
+  print(f"whale_jax.serve: warmed {programs} programs ({len(engine.batch_sizes)} slot batches "
+        f"{list(engine.batch_sizes)} x {len(engine.cache_lengths)} cache lengths "
+        f"{list(engine.cache_lengths)}, and guided_choice scoring) in {seconds:.1f} s",
+        flush=True)
   listener.listen(2048)  # connections wait in the backlog until uvicorn accepts them
   host, port = listener.getsockname()[:2]
   print(f"whale_jax.serve: model {server.model_name!r} on http://{host}:{port}/v1",

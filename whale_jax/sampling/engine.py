@@ -17,22 +17,27 @@ the next turn of an episode compute only what is new. Its pages
 are read into the prefill cache and written from prefills and finished decode slots by
 jitted gathers and scatters of padded index arrays; shapes never depend on what is cached.
 
-Shape buckets keep compilations few: slots in powers of two (at least min_slots), cache and
-prompt lengths in the sequence 32, 48, 64, 96, 128, ... (each step at most 1.5x), prefill
-batches in powers of four (at most the slot batch), inserts padded to the slot batch. The
-cache grows with the samples (enough for the next
-decode call, never past a sample's prompt + max_tokens), so attention reads little more than
-is filled.
+Shape buckets keep compilations few: slot batches in batch_sizes (default powers of two from
+min_slots), cache lengths in cache_lengths (default 32, 48, 64, 96, 128, ...: each step at
+most 1.5x), prefill batches in powers of four (at most the slot batch), inserts padded to the
+slot batch. Every device function's shapes follow from a (slot batch, cache length) cell of
+that grid, so the grid is the whole set of programs the engine can run: warm_up() compiles it
+(in parallel), and a server that warms it compiles nothing afterwards. A coarser grid
+(geometric_buckets: whale_jax.serve uses ratio 8) compiles fewer programs for more padding.
+The cache grows with the samples (enough for the next decode call, never past a sample's
+prompt + max_tokens), so attention reads little more than is filled.
 
 Determinism: sample i of a request draws from (seed, request_key, i) and its step index only
 (categorical.py). Its slot, the batch and the buckets change floating-point rounding at most
 (about 1e-6 in a logprob), never its random stream; a token flips only if such noise moves a
 draw across a boundary of the cumulative distribution (or breaks a near-tie in greedy).
 """
+import bisect
 import collections
 import concurrent.futures
 import dataclasses
 import functools
+import os
 import threading
 import time
 import types
@@ -72,6 +77,31 @@ def length_buckets(up_to):
   while buckets[-1] < up_to:
     buckets.append(length_bucket(buckets[-1] + 1))
   return buckets
+
+
+def geometric_buckets(smallest, largest, ratio, multiple=1):
+  """smallest, smallest * ratio, smallest * ratio**2, ... while below largest, then largest
+  rounded up to a multiple of `multiple`: about log_ratio(largest / smallest) + 1 buckets,
+  each at most ratio times the one before (geometric_buckets(1, 64, 4) = [1, 4, 16, 64])."""
+  if not (isinstance(ratio, int) and ratio >= 2 and isinstance(smallest, int) and
+          smallest >= 1 and isinstance(largest, int) and largest >= 1):
+    raise ValueError(f"geometric_buckets({smallest!r}, {largest!r}, ratio={ratio!r}): sizes "
+                     "must be ints >= 1 and ratio an int >= 2.")
+  top = -(-largest // multiple) * multiple
+  buckets = []
+  size = smallest
+  while size < top:
+    buckets.append(size)
+    size *= ratio
+  return buckets + [top]
+
+
+def bucket_for(buckets, size):
+  """The smallest of the ascending buckets >= size."""
+  index = bisect.bisect_left(buckets, size)
+  if index == len(buckets):
+    raise ValueError(f"{size} exceeds the largest bucket, {buckets[-1]}, of {list(buckets)}.")
+  return buckets[index]
 
 
 def power_of_two_bucket(count, minimum=1):
@@ -267,13 +297,21 @@ class Engine:
     share_identical_prompts: requests with the same prompt admitted in one round share one
       prefill row (exact for every model, hybrid ones included). False prefills each (a
       baseline for benchmarks).
+    batch_sizes: the slot batch sizes, ascending, from min_slots (or more) to max_slots (as
+      rounded above); default every power of two between them. Each is a multiple of the
+      mesh's batch shards.
+    cache_lengths: the cache lengths of the slots, ascending, the last >= max_cache_length,
+      each a multiple of prefix_block_size; default 32, 48, 64, 96, ... (length_buckets).
+      len(batch_sizes) * len(cache_lengths) is the number of cells warm_up() compiles (some
+      ten programs each); geometric_buckets(32, max_cache_length, 8, multiple=16) and
+      geometric_buckets(min_slots, max_slots, 8) make it small.
   """
 
   def __init__(self, config, params, tokenizer=None, mesh=None, rules=None, max_slots=64,
                min_slots=1, steps_per_call=64, max_cache_length=None,
                max_prefill_tokens=8192, num_stop_ids=16, unrolled=None,
                prefix_cache_bytes=None, prefix_block_size=16, prefix_cache_completions=False,
-               share_identical_prompts=True):
+               share_identical_prompts=True, batch_sizes=None, cache_lengths=None):
     for name, value in (("max_slots", max_slots), ("min_slots", min_slots),
                         ("steps_per_call", steps_per_call),
                         ("max_prefill_tokens", max_prefill_tokens),
@@ -311,6 +349,8 @@ class Engine:
     self.max_slots = -(-max(max_slots, self.min_slots) // batch_shards) * batch_shards
     self.steps_per_call = steps_per_call
     self.max_cache_length = max_cache_length or config.max_position_embeddings
+    self.batch_sizes, self.cache_lengths = self._bucket_grid(batch_sizes, cache_lengths,
+                                                             batch_shards, prefix_block_size)
     self.max_prefill_tokens = max_prefill_tokens
     self.num_stop_ids = num_stop_ids
     self.eos_ids = tuple(dict.fromkeys(
@@ -365,6 +405,37 @@ class Engine:
                                         prefix_block_size,
                                         device=None if mesh is not None else device,
                                         bits=platform == "cpu")
+
+  def _bucket_grid(self, batch_sizes, cache_lengths, batch_shards, block_size):
+    """(batch_sizes, cache_lengths) as validated tuples (the defaults when None)."""
+    if batch_sizes is None:
+      batch_sizes, size = [], self.min_slots
+      while size < self.max_slots:
+        batch_sizes.append(size)
+        size *= 2
+      batch_sizes.append(self.max_slots)
+    if cache_lengths is None:
+      cache_lengths = length_buckets(self.max_cache_length)
+    for name, values in (("batch_sizes", batch_sizes), ("cache_lengths", cache_lengths)):
+      values = list(values)
+      if not values or not all(isinstance(v, int) and v >= 1 for v in values) or (
+          values != sorted(set(values))):
+        raise ValueError(f"{name}={values!r} must be a non-empty ascending list of distinct "
+                         "positive ints.")
+    batch_sizes, cache_lengths = tuple(batch_sizes), tuple(cache_lengths)
+    if batch_sizes[0] < self.min_slots or batch_sizes[-1] != self.max_slots or any(
+        size % batch_shards for size in batch_sizes):
+      raise ValueError(
+          f"batch_sizes={list(batch_sizes)} must run from min_slots={self.min_slots} (or more) "
+          f"to exactly max_slots={self.max_slots}, in multiples of the mesh's {batch_shards} "
+          "batch shard(s); e.g. geometric_buckets(min_slots, max_slots, 4).")
+    if cache_lengths[-1] < self.max_cache_length or any(
+        length % block_size for length in cache_lengths):
+      raise ValueError(
+          f"cache_lengths={list(cache_lengths)} must reach max_cache_length="
+          f"{self.max_cache_length} and be multiples of prefix_block_size={block_size}; e.g. "
+          f"geometric_buckets(32, {self.max_cache_length}, 4, multiple={block_size}).")
+    return batch_sizes, cache_lengths
 
   def _call(self, function, *args):
     """Calls a jitted function, counting its compilations (traces) for this engine."""
@@ -484,24 +555,25 @@ class Engine:
         "compilations_by_function": compilations,
     }
 
-  def warm_up(self, batch_sizes=None, max_cache_length=None,
-              min_cache_length=MIN_LENGTH_BUCKET):
+  def warm_up(self, batch_sizes=None, max_cache_length=None, min_cache_length=None):
     """Compiles every device function for every shape the engine can meet within bounds.
 
     Like a GPU server capturing its graphs at start-up: afterwards, requests whose slot
     batches are among batch_sizes and whose cache lengths (prompt + max_tokens, and what
     the slots hold meanwhile) lie in [min_cache_length, max_cache_length] compile nothing.
-    Shapes: per slot batch B and cache length bucket S, the decode call, the prefill of each
-    row count it can use, its insert into the slots, the block copies out of the slots, and
-    the relayouts to the neighbouring batch and length buckets; plus the random-key folds.
-    Each runs on empty inputs (no slot generating, nothing to prefill), so this costs the
-    compilations only.
+    With no arguments that is every request the engine accepts: the whole grid
+    self.batch_sizes x self.cache_lengths.
+    Shapes: per slot batch B and cache length S (a cell), the decode call, the prefill of each
+    row count it can use, its insert into the slots, the block copies out of the slots (with
+    prefix_cache_completions), and the relayouts to the next batch and length buckets and back;
+    plus the random-key folds. Without a mesh the programs are traced first and compiled on a
+    pool of threads (one per CPU; programs compile independently); then each runs once on
+    empty inputs (no slot generating, nothing to prefill), which compiles nothing more.
 
     Args:
-      batch_sizes: slot batch sizes (each rounded up to a bucket; default all of them, from
-        min_slots to max_slots).
+      batch_sizes: slot batch sizes (each rounded up to a bucket; default all of them).
       max_cache_length: largest cache length (default the engine's max_cache_length).
-      min_cache_length: smallest cache length.
+      min_cache_length: smallest cache length (default the smallest bucket).
     Returns:
       The number of compilations made.
     Call it before the first request. It runs on the engine thread, whose compilation caches
@@ -525,74 +597,83 @@ class Engine:
     """warm_up() on the engine thread."""
     params = self._params
     before = sum(self._compilations.values())
+    sizes = (list(self.batch_sizes) if batch_sizes is None else
+             sorted({bucket_for(self.batch_sizes, min(b, self.max_slots)) for b in batch_sizes}))
+    top = bucket_for(self.cache_lengths, min(max_cache_length or self.max_cache_length,
+                                             self.max_cache_length))
+    bottom = bucket_for(self.cache_lengths, min(min_cache_length or 1, top))
+    lengths = [x for x in self.cache_lengths if bottom <= x <= top]
+    count = 1
+    while count <= power_of_two_bucket(self.max_slots):
+      categorical.sample_rngs([(0, 0, 0)] * count)
+      count *= 2
+    if self.mesh is None:  # with one, lowering alone may not fix the shardings a call gets
+      with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as compiler:
+        compiling = []
+
+        def lower(function, *args):
+          lowered = self._call(function.lower, *args)  # traces (counted) on this thread
+          compiling.append(compiler.submit(lowered.compile))
+          return lowered.out_info
+
+        try:
+          self._warm_plan(params, sizes, lengths, lower)
+        finally:
+          for job in compiling:
+            job.result()
     try:
-      buckets = self._batch_buckets()
-      if batch_sizes is None:
-        batch_sizes = buckets
-      sizes = sorted({min(self.max_slots, power_of_two_bucket(b, self.min_slots))
-                      for b in batch_sizes})
-      top = length_bucket(min(max_cache_length or self.max_cache_length,
-                              self.max_cache_length))
-      lengths = [x for x in length_buckets(top) if x >= length_bucket(min_cache_length)]
-      count = 1
-      while count <= power_of_two_bucket(self.max_slots):
-        categorical.sample_rngs([(0, 0, 0)] * count)
-        count *= 2
-      if self._index is not None:
-        self._ensure_pool()
-      for batch_size in sizes:
-        self._slot_samples = [None] * batch_size
-        transposed = decode_step.transposed_for(self.config, batch_size)
-        layers = (self._prepared_layers(params, transposed) if self.unrolled else None)
-        rows = sorted({self._prefill_rows(n) for n in range(1, batch_size + 1)})
-        for cache_length in lengths:
-          slots = self._call(self._functions.init, batch_size, cache_length)
-          slots, _, _ = self._call(
-              self._functions.decode, params, layers, slots,
-              np.zeros((batch_size,), bool), np.int32(self.steps_per_call), np.bool_(False),
-              transposed)
-          for num_rows in rows:
-            prefilled = self._warm_prefill(params, num_rows, cache_length)
-            slots = self._call(self._functions.insert, slots, prefilled,
-                               self._empty_insert(batch_size))
-          if self._index is not None:
-            blocks = 16
-            while blocks <= save_bucket(batch_size * cache_length // self.prefix_block_size):
-              nothing = np.full((blocks,), _NO_PAGE, np.int32)
-              self._pool = self._call(self._functions.save_slots, self._pool, slots["cache"],
-                                      np.zeros((blocks,), np.int32),
-                                      np.zeros((blocks,), np.int32), nothing)
-              blocks *= 16
-          neighbours = [(batch_size, x) for x in lengths if x in (
-              length_bucket(cache_length + 1),) and x != cache_length]
-          neighbours += [(x, cache_length) for x in buckets if x in sizes and x != batch_size
-                         and abs(buckets.index(x) - buckets.index(batch_size)) == 1]
-          for other_batch, other_length in neighbours:
-            self._call(self._functions.relayout, slots, np.arange(other_batch, dtype=np.int32),
-                       other_length)
-            other = self._call(self._functions.init, other_batch, other_length)
-            self._call(self._functions.relayout, other,
-                       np.arange(batch_size, dtype=np.int32), cache_length)
+      self._pool = self._warm_plan(params, sizes, lengths, self._call)
       jax.block_until_ready(self._pool)
     except Exception:
       self._pool = None  # a failed call may have consumed its donated buffers
       raise
-    finally:
-      self._slot_samples = []
     return sum(self._compilations.values()) - before
 
-  def _warm_prefill(self, params, num_rows, cache_length):
-    """A prefill of num_rows empty prompts into a cache of cache_length (compiles it)."""
-    tokens = np.zeros((num_rows, cache_length), np.int32)
-    lengths = np.zeros((num_rows,), np.int32)
-    if self._index is None:
-      return self._call(self._functions.prefill, params, self._prepared_bits(params), tokens,
-                        lengths)
-    nothing = np.full((num_rows, cache_length // self.prefix_block_size), _NO_PAGE, np.int32)
-    prefilled, self._pool = self._call(self._functions.prefill_prefix, params,
-                                       self._prepared_bits(params), tokens, lengths,
-                                       self._pool, nothing, lengths, nothing)
-    return prefilled
+  def _warm_plan(self, params, sizes, lengths, call):
+    """call(function, *args) for every program of the cells sizes x lengths, each on empty
+    inputs that the calls before it made. call runs the function (then the pool this returns
+    is the engine's) or only lowers it (then every output is a ShapeDtypeStruct)."""
+    functions, block_size = self._functions, self.prefix_block_size
+    pool = None if self._index is None else call(functions.init_pool, self._index.pool_blocks)
+    bits = self._prepared_bits(params)
+    for batch_size in sizes:
+      transposed = decode_step.transposed_for(self.config, batch_size)
+      layers = self._prepared_layers(params, transposed) if self.unrolled else None
+      rows = sorted({self._prefill_rows(n, batch_size) for n in range(1, batch_size + 1)})
+      for cache_length in lengths:
+        slots = call(functions.init, batch_size, cache_length)
+        slots, _, _ = call(functions.decode, params, layers, slots,
+                           np.zeros((batch_size,), bool), np.int32(self.steps_per_call),
+                           np.bool_(False), transposed)
+        for num_rows in rows:
+          tokens = np.zeros((num_rows, cache_length), np.int32)
+          zeros = np.zeros((num_rows,), np.int32)
+          if pool is None:
+            prefilled = call(functions.prefill, params, bits, tokens, zeros)
+          else:
+            no_pages = np.full((num_rows, cache_length // block_size), _NO_PAGE, np.int32)
+            prefilled, pool = call(functions.prefill_prefix, params, bits, tokens, zeros, pool,
+                                   no_pages, zeros, no_pages)
+          slots = call(functions.insert, slots, prefilled, self._empty_insert(batch_size))
+        if pool is not None and self._cache_completions:
+          blocks = 16
+          while blocks <= save_bucket(batch_size * cache_length // block_size):
+            zeros = np.zeros((blocks,), np.int32)
+            pool = call(functions.save_slots, pool, slots["cache"], zeros, zeros,
+                        np.full((blocks,), _NO_PAGE, np.int32))
+            blocks *= 16
+        # _relayout_path moves one bucket at a time: to the next cell up and back down.
+        index = self.batch_sizes.index(batch_size)
+        neighbours = [(x, cache_length) for x in self.batch_sizes[index + 1:index + 2]
+                      if x in sizes]
+        index = self.cache_lengths.index(cache_length)
+        neighbours += [(batch_size, x) for x in self.cache_lengths[index + 1:index + 2]
+                       if x in lengths]
+        for other_batch, other_length in neighbours:
+          call(functions.relayout, slots, np.arange(other_batch, dtype=np.int32), other_length)
+          other = call(functions.init, other_batch, other_length)
+          call(functions.relayout, other, np.arange(batch_size, dtype=np.int32), cache_length)
+    return pool
 
   def _start_thread(self):  # with self._lock held
     self._thread = threading.Thread(target=self._run, name="whale_jax-sampler", daemon=True)
@@ -786,9 +867,8 @@ class Engine:
     Grows at once; shrinks the batch only to a quarter or less and the cache to half or less,
     so that a batch hovering around a bucket boundary is not copied back and forth.
     """
-    wanted_batch = min(self.max_slots, power_of_two_bucket(len(active) + len(new_samples),
-                                                           self.min_slots))
-    wanted_length = length_bucket(max(
+    wanted_batch = bucket_for(self.batch_sizes, len(active) + len(new_samples))
+    wanted_length = bucket_for(self.cache_lengths, max(
         min(s.final_cache_length, s.cache_length + self.steps_per_call)
         for s in active + new_samples))
     if self._slots is None:
@@ -808,26 +888,17 @@ class Engine:
 
   def _relayout_path(self, start, target):
     """The (batch, cache length) shapes from start to target, one bucket per step."""
-    batches = self._batch_buckets()
+    batches, lengths = self.batch_sizes, self.cache_lengths
     path, (batch_size, cache_length) = [], start
     while batch_size != target[0]:
       index = batches.index(batch_size)
       batch_size = batches[index + 1 if target[0] > batch_size else index - 1]
       path.append((batch_size, cache_length))
-    lengths = length_buckets(max(cache_length, target[1]))
     while cache_length != target[1]:
       index = lengths.index(cache_length)
       cache_length = lengths[index + 1 if target[1] > cache_length else index - 1]
       path.append((batch_size, cache_length))
     return path
-
-  def _batch_buckets(self):
-    """Every slot batch size the engine uses, ascending."""
-    sizes, size = [], self.min_slots
-    while size < self.max_slots:
-      sizes.append(size)
-      size *= 2
-    return sizes + [self.max_slots]
 
   def _relayout(self, active, batch_size, cache_length):
     old_batch = len(self._slot_samples)
@@ -877,20 +948,21 @@ class Engine:
       group = [order.pop(0)]
       while order:
         candidate = group + [order[0]]
-        tokens = (power_of_four_bucket(len(candidate), self._min_prefill_rows) * length_bucket(
+        tokens = (power_of_four_bucket(len(candidate), self._min_prefill_rows) * bucket_for(
+            self.cache_lengths,
             max(len(r.prompt) - 1 - r.prefix_length(size) for r in candidate)))
         if tokens > self.max_prefill_tokens:
           break
         group.append(order.pop(0))
       self._prefill_group(params, group, free, rng_of, pinned)
 
-  def _prefill_rows(self, count):
+  def _prefill_rows(self, count, batch_size):
     """Rows of a prefill of count prompts: a power of four, at most the slot batch."""
     return min(power_of_four_bucket(count, self._min_prefill_rows),
-               max(len(self._slot_samples), self._min_prefill_rows))
+               max(batch_size, self._min_prefill_rows))
 
   def _prefill_group(self, params, group, free, rng_of, pinned):
-    num_prompts = self._prefill_rows(len(group))
+    num_prompts = self._prefill_rows(len(group), len(self._slot_samples))
     size = self.prefix_block_size
     total_length = self._current_cache_length()  # the slots' (>= every prompt): few shapes
     prefix = np.zeros((num_prompts,), np.int32)
