@@ -57,7 +57,7 @@ def server_url():
       if "http://" in line:
         found.set()
   threading.Thread(target=read, daemon=True).start()
-  if not found.wait(180):
+  if not found.wait(600):  # the server warms every program first (~1 min on 2 cores)
     process.kill()
     pytest.fail("whale_jax.serve did not start:\n" + "".join(lines))
   url = next(line for line in lines if "http://" in line).split(" on ")[-1].strip()
@@ -476,7 +476,7 @@ def test_the_project_client_and_judge_talk_to_the_server(server_url, reference, 
     client.chat([{"role": "user", "content": "word " * 3000}], max_tokens=4)
   # The tiny solver is no judge: in free text its replies are not one word, so after three
   # malformed replies the verdict falls back to exact match, each reply recorded.
-  free = judge.openai_judge(server_url, MODEL, backoff_seconds=0.0, guided_choice=False)
+  free = judge.openai_judge(server_url, MODEL, backoff_seconds=0.0, constrained="never")
   verdict = free("Who wrote Hamlet?", ["Shakespeare"], "shakespeare")
   assert verdict.attempts == 3 and len(verdict.errors) == 3
   assert (verdict.score, verdict.source) == (1.0, "exact_match_fallback")
