@@ -3,6 +3,7 @@ trace files), its page and data files checked as text, and (slow) opened in head
 Chromium: a click shows a candidate's diff and episodes, and the page asks for nothing over
 the network."""
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -334,8 +335,9 @@ def chromium_flags(profile):
           "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}"]
 
 
-@pytest.mark.slow
-def test_in_headless_chromium_a_click_shows_the_diff_and_episodes(run_dir, tmp_path):
+def _chromium(profile):
+  """A Selenium driver of Debian's headless Chromium logging its network events (fails in CI
+  where Chromium is missing, skips elsewhere)."""
   if not os.path.exists(CHROMIUM):
     if os.environ.get("WHALE_JAX_CI") or os.environ.get("CI"):
       pytest.fail(f"{CHROMIUM} is missing in CI; .ci/run installs it where it runs as root "
@@ -343,17 +345,90 @@ def test_in_headless_chromium_a_click_shows_the_diff_and_episodes(run_dir, tmp_p
     pytest.skip(f"needs Debian's chromium at {CHROMIUM} (apt-get install -y -q chromium "
                 "chromium-driver)")
   webdriver = pytest.importorskip("selenium.webdriver")
-  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
-  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
-  workdir, archive = run_dir
   options = webdriver.ChromeOptions()
   options.binary_location = CHROMIUM
   options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-  for flag in chromium_flags(tmp_path / "profile"):
+  for flag in chromium_flags(profile):
     options.add_argument(flag)
   service = webdriver.ChromeService(executable_path=shutil.which("chromedriver") or
                                     "/usr/bin/chromedriver")
-  driver = webdriver.Chrome(options=options, service=service)
+  return webdriver.Chrome(options=options, service=service)
+
+
+def _requested_urls(driver):
+  """Every URL the page asked for, from the DevTools network events."""
+  events = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
+  return [event["params"]["request"]["url"] for event in events
+          if event["method"] == "Network.requestWillBeSent"]
+
+
+def _only_local(requested, workdir):
+  # Chromium's own start page asks for chrome:// resources; nothing may leave the machine.
+  local = ("file", "chrome", "chrome-untrusted", "chrome-search", "data", "about", "blob")
+  return ([url for url in requested if urllib.parse.urlsplit(url).scheme not in local] == [] and
+          [url for url in requested if url.startswith("file://") and
+           not url.startswith("file://" + workdir)] == [])
+
+
+@pytest.mark.slow
+def test_the_demo_smoke_run_s_report_in_headless_chromium(tmp_path):
+  """The report of a real run (configs/demo.py:smoke, WHALE): the tree has the archive's
+  candidates, a click shows a candidate's diff and episodes, the test curve has the run's
+  points, no request leaves the machine, and test episodes carry no answers."""
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  spec = importlib.util.spec_from_file_location("demo_config", os.path.join(root, "configs",
+                                                                             "demo.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config("smoke")
+  config.methods = ("whale",)
+  workdir = str(tmp_path / "run")
+  experiment.run(config, workdir, show_progress=False)
+  run = os.path.join(workdir, "whale")
+  report.write_report(run)
+  candidates = [json.loads(line)["id"] for path in sorted(glob.glob(
+      os.path.join(run, "archive", "*", "summary.jsonl"))) for line in open(path)]
+  assert len(candidates) >= 2
+  # Test episodes show outcome and score only (the planted-gold canary is
+  # test_no_network_reference_and_no_held_out_gold: this world's answers are names that its
+  # passages, which search episodes show, also hold).
+  for path in glob.glob(os.path.join(run, "report_files", "test", "*.js")):
+    for episode in report.read_data_file(path)["episodes"]:
+      assert set(episode) == {"task_id", "outcome", "score"}, episode
+  driver = _chromium(tmp_path / "profile")
+  try:
+    driver.get("file://" + os.path.join(run, "report.html"))
+    keys = driver.execute_script(
+        "return Array.from(document.querySelectorAll('[data-key^=\"archive/\"]'))"
+        ".map(e => e.dataset.key);")
+    assert len(keys) == len(candidates), (keys, candidates)
+    points = driver.execute_script(
+        "return Array.from(document.querySelectorAll('circle.point'))"
+        ".filter(c => c.dataset.series === 'test mean@k')"
+        ".map(c => [Number(c.dataset.x), Number(c.dataset.y)]);")
+    rows = [r for r in run_log.read_metrics(run) if r["phase"] == "evaluation"]
+    assert points == [[r["rollouts"], r["test_mean"]] for r in rows] and points
+    child = next(key for key in keys if not key.endswith("/c0000"))
+    driver.find_element(By.CSS_SELECTOR, f'[data-key="{child}"]').click()
+    WebDriverWait(driver, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#panel pre.diff"))
+    assert "harness.py" in driver.find_element(By.CSS_SELECTOR, "#panel pre.diff").text
+    WebDriverWait(driver, 30).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#panel .episode"))
+    assert _only_local(_requested_urls(driver), run)
+  finally:
+    driver.quit()
+
+
+@pytest.mark.slow
+def test_in_headless_chromium_a_click_shows_the_diff_and_episodes(run_dir, tmp_path):
+  from selenium.webdriver.common.by import By  # pylint: disable=g-import-not-at-top
+  from selenium.webdriver.support.ui import WebDriverWait  # pylint: disable=g-import-not-at-top
+  workdir, archive = run_dir
+  driver = _chromium(tmp_path / "profile")
   try:
     driver.get("file://" + os.path.join(workdir, "report.html"))
     points = driver.execute_script(
@@ -378,15 +453,9 @@ def test_in_headless_chromium_a_click_shows_the_diff_and_episodes(run_dir, tmp_p
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "#panel .episode")) == 4)
     assert TEST_GOLD not in driver.page_source
     # Every request the page made, from the DevTools network events: files beside it only.
-    events = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
-    requested = [event["params"]["request"]["url"] for event in events
-                 if event["method"] == "Network.requestWillBeSent"]
+    requested = _requested_urls(driver)
     assert any(url.endswith("/report.html") for url in requested), requested
     assert any(url.endswith("/c0002.js") for url in requested), requested
-    # Chromium's own start page asks for chrome:// resources; nothing may leave the machine.
-    local = ("file", "chrome", "chrome-untrusted", "chrome-search", "data", "about", "blob")
-    assert [url for url in requested if urllib.parse.urlsplit(url).scheme not in local] == []
-    assert [url for url in requested if url.startswith("file://") and
-            not url.startswith("file://" + workdir)] == []
+    assert _only_local(requested, workdir), requested
   finally:
     driver.quit()
