@@ -75,8 +75,10 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from whale_jax.models import presets as model_presets
+
 SERVE_EXTRA = "pip install -e '.[serve]'"
-EMBEDDED_SOLVER = os.path.join(os.path.dirname(__file__), "assets", "demo_solver")
+EMBEDDED_SOLVER = model_presets.EMBEDDED_SOLVER   # --model=embedded
 COMMON_FIELDS = ("model", "max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed",
                  "logprobs", "stream", "stream_options", "ignore_eos", "return_token_ids",
                  "user", "presence_penalty", "frequency_penalty", "logit_bias", "best_of")
