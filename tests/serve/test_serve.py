@@ -7,10 +7,6 @@ keys must give the same tokens, and logprobs within 1e-5.
 """
 import concurrent.futures
 import json
-import os
-import subprocess
-import sys
-import threading
 import time
 
 import httpx
@@ -18,6 +14,7 @@ import numpy as np
 import openai
 import pytest
 
+from tests.serve import server_process
 from whale_jax import serve
 from whale_jax.models import hf
 from whale_jax.sampling import openai_client
@@ -41,33 +38,10 @@ STEPS_PER_CALL = 4  # the server's decode steps per device call: a streamed chun
 
 @pytest.fixture(scope="module")
 def server_url():
-  process = subprocess.Popen(
-      [sys.executable, "-m", "whale_jax.serve", f"--model={MODEL}", "--port=0",
-       f"--max_pending_requests={MAX_PENDING}", "--max_slots=64",
-       f"--steps_per_call={STEPS_PER_CALL}",
-       f"--max_cache_length={CONTEXT}"],
-      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-      env={**os.environ, "JAX_PLATFORMS": "cpu"})
-  lines = []
-  found = threading.Event()
-
-  def read():
-    for line in process.stdout:
-      lines.append(line)
-      if "http://" in line:
-        found.set()
-  threading.Thread(target=read, daemon=True).start()
-  if not found.wait(600):  # the server warms every program first (~1 min on 2 cores)
-    process.kill()
-    pytest.fail("whale_jax.serve did not start:\n" + "".join(lines))
-  url = next(line for line in lines if "http://" in line).split(" on ")[-1].strip()
-  yield url
-  process.terminate()
-  try:
-    process.wait(15)
-  except subprocess.TimeoutExpired:
-    process.kill()
-    process.wait()
+  with server_process.started(
+      [f"--model={MODEL}", f"--max_pending_requests={MAX_PENDING}", "--max_slots=64",
+       f"--steps_per_call={STEPS_PER_CALL}", f"--max_cache_length={CONTEXT}"]) as (url, _):
+    yield url
 
 
 @pytest.fixture(scope="module")

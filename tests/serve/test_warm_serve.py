@@ -9,14 +9,12 @@ streamed and not, must leave /health's compilation counters where they were.
 import concurrent.futures
 import json
 import os
-import subprocess
-import sys
-import threading
 
 import httpx
 import numpy as np
 import pytest
 
+from tests.serve import server_process
 from whale_jax import serve
 from whale_jax.sampling import engine as engine_lib
 from whale_jax.tokenization import load_tokenizer
@@ -50,32 +48,11 @@ def cache_dir(tmp_path_factory):
 def server(cache_dir):
   """(base URL, the startup lines) of a server that has finished warming up (with an empty
   compilation cache of its own: every program is compiled)."""
-  process = subprocess.Popen(
-      [sys.executable, "-m", "whale_jax.serve", f"--model={MODEL}", "--port=0",
-       f"--max_slots={MAX_SLOTS}", f"--max_cache_length={CONTEXT}", "--steps_per_call=8",
-       f"--bucket_ratio={BUCKET_RATIO}", f"--compilation_cache_dir={cache_dir}"],
-      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-      env={**os.environ, "JAX_PLATFORMS": "cpu"})
-  lines = []
-  found = threading.Event()
-
-  def read():
-    for line in process.stdout:
-      lines.append(line)
-      if "http://" in line:
-        found.set()
-  threading.Thread(target=read, daemon=True).start()
-  if not found.wait(240):
-    process.kill()
-    pytest.fail("whale_jax.serve did not start:\n" + "".join(lines))
-  url = next(line for line in lines if "http://" in line).split(" on ")[-1].strip()
-  yield url.removesuffix("/v1"), list(lines)
-  process.terminate()
-  try:
-    process.wait(15)
-  except subprocess.TimeoutExpired:
-    process.kill()
-    process.wait()
+  with server_process.started(
+      [f"--model={MODEL}", f"--max_slots={MAX_SLOTS}", f"--max_cache_length={CONTEXT}",
+       "--steps_per_call=8", f"--bucket_ratio={BUCKET_RATIO}",
+       f"--compilation_cache_dir={cache_dir}"]) as (url, lines):
+    yield url.removesuffix("/v1"), lines
 
 
 def _bodies(tokenizer):
