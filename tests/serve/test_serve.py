@@ -14,6 +14,7 @@ import numpy as np
 import openai
 import pytest
 
+from tests import float_bounds
 from tests.serve import server_process
 from whale_jax import serve
 from whale_jax.models import hf
@@ -29,9 +30,7 @@ CONTEXT = 2048  # the judge prompt is ~1,300 tokens of the solver's vocabulary (
 # Served and in-process logprobs are two float32 computations of the same numbers whose
 # reductions run in different orders (the server batches the requests with others, in its own
 # slot count, chunking and cache length), so they agree only to float32 rounding: see
-# _logprob_bound for the bound and its derivation.
-UNIT_ROUNDOFF = 2.0**-24
-LAMBDA = 6.0  # P(|error| > LAMBDA sqrt(n) u per reduction) <= 2 exp(-LAMBDA**2 / 2) ~ 3e-8
+# tests/float_bounds.py for the bound and its derivation.
 PROMPTS = ["Who founded the Vokzag company?", "hello", "Where is Nuk?"]
 STEPS_PER_CALL = 4  # the server's decode steps per device call: a streamed chunk after each
 
@@ -58,33 +57,10 @@ def client(server_url):
   return openai.OpenAI(base_url=server_url, api_key="unused", max_retries=0, timeout=120)
 
 
-def _logprob_bound(config, params, max_length=CONTEXT):
-  """Bound on |served - in-process| for one token's logprob, from float32's rounding.
-
-  A reduction of n float32 terms rounds to within LAMBDA sqrt(n) u of its exact value in
-  relative terms (the probabilistic bound of Higham and Mary, 2019: each rounding is an
-  independent relative error <= u, u = 2**-24), and two orders of the same reduction to within
-  twice that of each other. Along the path to the final hidden state h a token passes, per
-  layer, the RMS norms (D terms), query/key norms (H), attention scores (H) and their
-  weighted sum over at most max_length keys, the output projection (N H), and the MLP (D and F
-  terms); n is their total plus the unembedding's D. So |delta h| <= 2 LAMBDA sqrt(n) u |h|,
-  and every logit z_v = <h, W_v> moves by at most that times |h| |W_v| (Cauchy-Schwarz), where
-  |h| <= sqrt(D) max|final_norm scale| (h is RMS-normalised, then scaled). A logprob
-  z_t - logsumexp(z) moves by at most twice the largest logit move.
-  """
-  n = (config.num_layers * (2 * config.embed_dim + 2 * config.head_dim + config.head_dim +
-                            max_length + config.num_heads * config.head_dim + config.mlp_dim) +
-       config.embed_dim)
-  hidden_norm = np.sqrt(config.embed_dim) * np.max(np.abs(np.asarray(params["final_norm"])))
-  unembedding = np.asarray(params["embedding"] if config.tie_embeddings else
-                           params["unembedding"].T)  # [V, D]
-  largest_row = np.max(np.linalg.norm(unembedding.astype(np.float64), axis=1))
-  return 2 * (2 * LAMBDA * np.sqrt(n) * UNIT_ROUNDOFF) * hidden_norm * largest_row
-
-
 @pytest.fixture(scope="module")
 def logprob_bound():
-  return _logprob_bound(*hf.load_hf(serve.EMBEDDED_SOLVER))
+  config, params = hf.load_hf(serve.EMBEDDED_SOLVER)
+  return float_bounds.float32_logprob_bound(config, params, max_length=CONTEXT)
 
 
 def _max_logprob_difference(served, expected):
