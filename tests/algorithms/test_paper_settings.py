@@ -88,7 +88,8 @@ def test_correctness_conditional_on_retrieval_by_hand():
   metrics = searchqa_domain.qa_metrics([instance] * 5, trajectories, scores)
   assert metrics["retrieval_hits"] == 3
   assert metrics["correct_given_retrieval_hit"] == pytest.approx(2 / 3)
-  assert metrics["retrieval_hit_rate"] == pytest.approx(3 / 4)   # of the 4 that searched
+  assert metrics["retrieval_hit_rate_when_searched"] == pytest.approx(3 / 4)  # 4 searched
+  assert metrics["retrieval_accuracy"] == pytest.approx(3 / 5)   # WHALE's: of all 5
 
 
 def test_per_subset_means_by_hand():

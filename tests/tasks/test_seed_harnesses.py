@@ -94,7 +94,7 @@ def test_searchqa_h0_correct_answers_score_one(qa_domain, sent_to_sandbox):
   metrics = qa_domain.metrics(instances, trajectories, scores)
   # Top-1 on the question finds the first hop; only one-hop answers are in that passage.
   one_hop = [len(i.reference["supporting_ids"]) == 1 for i in instances]
-  assert metrics["retrieval_hit_rate"] == sum(one_hop) / len(one_hop)
+  assert metrics["retrieval_accuracy"] == sum(one_hop) / len(one_hop)  # every episode searched
   assert metrics["answer_format_rate"] == 1.0
   episodes = episode_messages(sent_to_sandbox)
   assert len(episodes) == len(instances)

@@ -9,7 +9,7 @@ tool_calls_per_episode, tool_error_rate (tool calls that raised)
 token_limit_rate      episodes with a model call cut off by max_tokens (finish "length")
 mean_turns            model calls per episode; mean_completion_tokens likewise
 <outcome>_rate        ok, harness_error, timeout and infra_error episodes
-Domains add their own (retrieval_hit_rate for SearchQA, legal_move_rate for chess).
+Domains add their own (retrieval_accuracy for SearchQA, legal_move_rate for chess).
 """
 from whale_jax.harness import trajectory as trajectory_lib
 

@@ -161,9 +161,10 @@ def test_qa_metrics_by_hand():
                   episode("none", [])]
   metrics = searchqa_domain.qa_metrics([INSTANCE] * 3, trajectories, [1.0, 0.0, 0.0])
   assert metrics["exact_match"] == pytest.approx(1 / 3)
-  assert metrics["retrieval_hit_rate"] == 0.5          # of the two episodes that searched
+  assert metrics["retrieval_hit_rate_when_searched"] == 0.5   # of the two that searched
+  assert metrics["retrieval_accuracy"] == pytest.approx(1 / 3)  # of all three (WHALE's)
   assert metrics["search_calls_per_episode"] == pytest.approx(2 / 3)
   assert metrics["answer_format_rate"] == pytest.approx(2 / 3)
   # "Zorvikia" contains "Zorvik" but is another word: not a hit.
   assert searchqa_domain.qa_metrics([INSTANCE], [episode("x", ["Zorvikia"])], [0.0])[
-      "retrieval_hit_rate"] == 0.0
+      "retrieval_accuracy"] == 0.0

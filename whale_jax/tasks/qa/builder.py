@@ -12,10 +12,11 @@ MAX_DOC_TOKENS (words).
 Verifier: the last <answer>…</answer> of the returned text, scored by normalized exact match
 ("exact_match", the default and Harness Learning's metric), token F1 ("f1") or the WHALE LLM
 judge ("judge", which needs `judge=LLMJudge(...)`). No answer tag scores 0.
-Extra metrics: exact_match, f1, retrieval_hit_rate (episodes that searched whose search
-results contain a golden answer, normalized), correct_given_retrieval_hit (mean score of those
-episodes: WHALE Fig. 3's conditional correctness), retrieval_hits (their number) and
-search_calls_per_episode.
+Extra metrics: exact_match, f1, retrieval_accuracy (WHALE's "retrieval accuracy": episodes
+whose search results contain a golden answer, normalized, over all episodes; one that never
+searched counts as a miss), retrieval_hit_rate_when_searched (the same hits over the episodes
+that searched), correct_given_retrieval_hit (mean score of the hit episodes: WHALE Fig. 3's
+conditional correctness), retrieval_hits (their number) and search_calls_per_episode.
 """
 import os
 import threading
@@ -121,7 +122,8 @@ def _retrieval_hit(trajectory, golden_answers):
 
 
 def qa_metrics(instances, trajectories, scores):
-  """Shared behaviour metrics plus exact_match, f1, retrieval_hit_rate."""
+  """Shared behaviour metrics plus exact_match, f1, retrieval_accuracy and the rest of the
+  module docstring's list."""
   metrics = behaviour.episode_metrics(
       trajectories, scores, lambda answer: qa_answers.extract_answer(answer) is not None)
   predictions = [qa_answers.extract_answer(t.answer) for t in trajectories]
@@ -131,7 +133,8 @@ def qa_metrics(instances, trajectories, scores):
   metrics["f1"] = sum(map(qa_answers.f1_score, predictions, golds)) / count
   hit_of = list(map(_retrieval_hit, trajectories, golds))
   hits = [hit for hit in hit_of if hit is not None]
-  metrics["retrieval_hit_rate"] = sum(hits) / len(hits) if hits else 0.0
+  metrics["retrieval_accuracy"] = sum(hits) / count              # WHALE: over all episodes
+  metrics["retrieval_hit_rate_when_searched"] = sum(hits) / len(hits) if hits else 0.0
   # WHALE Fig. 3: correctness of the episodes whose search results held a golden answer.
   scores_on_hit = [score for hit, score in zip(hit_of, scores) if hit]
   metrics["correct_given_retrieval_hit"] = (sum(scores_on_hit) / len(scores_on_hit)
