@@ -1,7 +1,9 @@
 r"""WHALE (fixed schedule (E, I, M) = (0.6, 6, 3), or adaptive) on SearchQA, math or chess.
 
 Paper settings (SPEC 1.4-1.6): G = 8 rollouts per prompt, keep reward > 0.5, learning rate
-1e-7, prompt batch 256, SFT minibatch 64, temperature 1.0, top-k 20, test mean@8. Healthy run
+1e-7, prompt batch 256, SFT minibatch 64, temperature 1.0, top-k 20, test mean@8 every 0.1
+epoch; no validation split. Every setting the papers state, with its source, this file's
+value and where it departs or guesses: docs/paper_settings.md. Healthy run
 (SearchQA, Qwen3.5-2B): training reward rises within the first cycle and the accepted harness
 changes in most harness phases.
 
@@ -35,24 +37,39 @@ from configs import presets
 SEARCHQA_TEST = tuple(f"data/flashrag/{name}" for name in (
     "nq/test.jsonl", "triviaqa/test.jsonl", "popqa/test.jsonl", "hotpotqa/dev.jsonl",
     "2wikimultihopqa/dev.jsonl", "musique/dev.jsonl", "bamboogle/test.jsonl"))
+# D_harness of SearchQA: WHALE's own 256 NQ training questions (SPEC 1.4; the repo's toml
+# names it train_meta_harness_nq_256.parquet), taken whole; removed from the weight pool.
+SEARCHQA_HARNESS = "data/searchR1_processed/mh_dist_align_256.parquet"
+# D_weight: WHALE trains on 18,946 questions of the NQ + HotpotQA train merge (74 steps per
+# epoch at 256 prompts); which 18,946 of Search-R1's train file is not published, so they are
+# drawn at random with the split seed (a guess; with WHALE's own file, set questions to it
+# and split_sizes.weight to -1).
+SEARCHQA_WEIGHT_QUESTIONS = 18_946
 DOMAINS = {
     "searchqa": dict(name="searchqa", questions=["data/searchR1/train.parquet"],
-                     split_questions={"test": list(SEARCHQA_TEST)},
+                     split_questions={"harness": [SEARCHQA_HARNESS],
+                                      "test": list(SEARCHQA_TEST)},
                      per_file_sizes={"test": 100},
                      retrieval_urls=["http://localhost:8000/retrieve"], verifier="judge",
                      judge=dict(base_url="http://localhost:8001/v1", model="judge",
                                 api_key_env=None,   # tasks.judge.openai_judge options
                                 constrained="auto", max_concurrency=64, max_retries=3,
                                 cache=True),
-                     split_sizes={"weight": -1, "harness": 256, "validation": 256,
-                                  "test": 700}),
+                     split_sizes={"weight": SEARCHQA_WEIGHT_QUESTIONS, "harness": 256,
+                                  "validation": 0, "test": 700}),
+    # DAPO-Math-17K deduplicated (17,917; the splits drop repeats) less D_harness's 256: WHALE
+    # draws D_harness from the same pool, here the splits are disjoint.
     "math": dict(name="math", problems=["data/dapo_math_17k.parquet"],
                  split_problems={"test": ["data/aime_2024.jsonl", "data/aime_2025.jsonl"]},
-                 split_sizes={"weight": -1, "harness": 256, "validation": 256, "test": 60}),
-    "chess": dict(name="chess", puzzles=["data/lichess_db_puzzle.csv"],
-                  split_sizes={"weight": 16_384, "harness": 256, "validation": 256,
+                 split_sizes={"weight": -1, "harness": 256, "validation": 0, "test": 60}),
+    # Lichess puzzles with 1-9 solution plies; the test set is 256 of a 1,024 pool; the
+    # verifier accepts the reference line only (SPEC 1.4, 1.8).
+    "chess": dict(name="chess", puzzles=["data/lichess_db_puzzle.csv"], max_solution_plies=9,
+                  accept_any_mate=False, split_pool_sizes={"test": 1024},
+                  split_sizes={"weight": 16_384, "harness": 256, "validation": 0,
                                "test": 256}),
 }
+# WHALE has no validation split (no gate): every validation size above is 0.
 MODELS = {"searchqa": "Qwen/Qwen3.5-2B", "math": "Qwen/Qwen3.5-2B", "chess": "Qwen/Qwen3.5-4B"}
 WEIGHT_EPOCHS = {"searchqa": 4.0, "math": 6.0, "chess": 4.0}
 # Generated tokens per rollout, over all of an episode's model calls (SPEC 1.4: 8,192 cumulative
@@ -71,9 +88,10 @@ PROPOSERS = ("claude_code", "agentic", "one_shot")
 # "tiny": the paper's components at CPU size (presets.tiny); SearchQA searches a local corpus
 # file (BM25) instead of the retrieval server, the solver is the embedded demo model (it writes
 # <answer> tags, so the judge is asked).
-TINY_SPLITS = {"searchqa": {"weight": -1, "harness": 4, "validation": 4, "test": 7},
-               "math": {"weight": -1, "harness": 2, "validation": 2, "test": 4},
-               "chess": {"weight": 8, "harness": 2, "validation": 2, "test": 2}}
+TINY_SPLITS = {"searchqa": {"weight": -1, "harness": 4, "validation": 0, "test": 7},
+               "math": {"weight": -1, "harness": 2, "validation": 0, "test": 4},
+               "chess": {"weight": 8, "harness": 2, "validation": 0, "test": 2}}
+TINY_TEST_POOL = 4  # chess: the test's 2 drawn from a pool of 4
 TINY_MODELS = {"searchqa": (dict(source="embedded"), "embedded")}
 
 
@@ -100,7 +118,7 @@ def get_config(arg: str = "searchqa"):
                          sampler=dict(max_slots=256, steps_per_call=64, max_cache_length=32_768))
   config.loop = dict(seed=0, prompt_batch=256, num_samples=8, score_threshold=0.5,
                      sft_epochs=1, search_iterations=6, candidates_per_iteration=3,
-                     eval_num_samples=8, eval_interval_rollouts=20_000,
+                     eval_num_samples=8, eval_interval_rollouts=0, eval_interval_epochs=0.1,
                      checkpoint_every_steps=4)
   config.whale = dict(weight_epochs=0.6, total_weight_epochs=WEIGHT_EPOCHS[domain],
                       max_cycles=30)
@@ -150,6 +168,8 @@ def tiny(config, domain):
     config.domain.update(retrieval_urls=None, corpus="data/searchR1/wiki-18.jsonl",
                          per_file_sizes={"test": 1})
     config.domain.judge.update(max_attempts=1)
+  if domain == "chess":
+    config.domain.split_pool_sizes = {"test": TINY_TEST_POOL}
   if config.search.proposer == "cli_agent":
     # A short session; `run` on at most 2 search tasks (4 episodes) once per session.
     config.search.update(wall_clock_seconds=300.0, agent_budgets=dict(

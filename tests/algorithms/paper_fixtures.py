@@ -1,7 +1,8 @@
 """Data files in the published layouts the paper configs read, written at the configs' own
 relative paths under a directory (the run's working directory), and a served model.
 
-  write_searchqa(root)    Search-R1 train parquet, FlashRAG test jsonl (7 sets), wiki-18 corpus
+  write_searchqa(root)    Search-R1 train parquet, WHALE's D_harness parquet, FlashRAG test
+                          jsonl (7 sets), wiki-18 corpus
   write_math(root)        DAPO-Math-17k parquet, AIME 2024 / 2025 jsonl
   write_chess(root)       a Lichess puzzle CSV (legal lines from seeded random positions)
   write_docqa(root)       OfficeQA's CSV and a page-level Treasury Bulletin corpus folder
@@ -61,6 +62,11 @@ def write_searchqa(root, train=14, test_per_file=2):
     _write_jsonl(os.path.join(root, "data/flashrag", name),
                  [{"id": f"{name.split('/')[0]}_{j}", "question": q, "golden_answers": [a]}
                   for j, (q, a, _, _) in enumerate(chunk)])
+  # WHALE's D_harness file (Search-R1's layout): 4 questions after the test sets'.
+  harness = rest[len(SEARCHQA_TEST_FILES) * test_per_file:][:4]
+  _write_parquet(os.path.join(root, "data/searchR1_processed/mh_dist_align_256.parquet"),
+                 [{"id": f"mh_{i}", "question": q, "golden_answers": [a], "data_source": "nq"}
+                  for i, (q, a, _, _) in enumerate(harness)])
   _write_jsonl(os.path.join(root, "data/searchR1/wiki-18.jsonl"),
                [{"id": str(i), "contents": f'"{title}"\n{text}'}
                 for i, (_, _, title, text) in enumerate(facts)])

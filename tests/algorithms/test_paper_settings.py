@@ -12,6 +12,7 @@ from tests.algorithms import paper_fixtures
 from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
+from whale_jax.algorithms import run_log
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.tasks.qa import builder as searchqa_domain
 
@@ -170,3 +171,56 @@ def test_one_word_switches_the_proposer_and_the_context_budget_reaches_the_searc
   with pytest.raises(StopIteration):
     loop.harness_search(run, None, "whale_cycle_000")
   assert seen["context_budget_tokens"] == 1234
+
+
+def _interval_run(weight_size, epochs, rollout_interval=0):
+  return types.SimpleNamespace(
+      loop=options.LoopConfig(prompt_batch=256, eval_interval_epochs=epochs,
+                              eval_interval_rollouts=rollout_interval),
+      splits={"weight": [None] * weight_size},
+      state=loop.LoopState(incumbent=""), counts=types.SimpleNamespace(training=0))
+
+
+@pytest.mark.parametrize("weight_size,expected", [(18_946, 7), (17_917, 7), (16_384, 6),
+                                                  (100, 1)])
+def test_eval_interval_of_a_tenth_of_an_epoch_in_weight_steps(weight_size, expected):
+  # 0.1 x 18,946 / 256 = 7.40 -> 7 (WHALE's TRAINER_TEST_FREQ=7); 6.999 -> 7; 6.4 -> 6;
+  # 0.04 -> at least 1.
+  assert loop.eval_interval_steps(_interval_run(weight_size, 0.1)) == expected
+  assert loop.eval_interval_steps(_interval_run(weight_size, 0.0)) == 0
+
+
+def test_maybe_evaluate_every_seven_weight_steps_once_each(monkeypatch):
+  run = _interval_run(18_946, 0.1)
+  evaluated = []
+
+  def evaluate(run):
+    evaluated.append(run.state.weight_steps)
+    run.state.evaluations.append({"weight_steps": run.state.weight_steps})
+  monkeypatch.setattr(loop, "evaluate_test", evaluate)
+  for step in range(0, 23):
+    run.state.weight_steps = step
+    loop.maybe_evaluate(run)
+    loop.maybe_evaluate(run)          # after a harness phase: the same step is not due again
+  assert evaluated == [7, 14, 21]
+
+
+def test_tensorboard_gets_each_subset_of_a_per_subset_dict():
+  row = {"test_mean": 0.5, "label": "final", "per_subset": {"nq/test": 0.25, "popqa": 1.0},
+         "flag": True, "nan": float("nan")}
+  assert dict(run_log._scalars(row)) == {"test_mean": 0.5, "per_subset/nq/test": 0.25,
+                                         "per_subset/popqa": 1.0}
+
+
+def test_summary_keeps_the_best_evaluations_per_subset_beside_the_final_ones():
+  state = loop.LoopState(incumbent="def run(task, llm, tools):\n  return ''\n")
+  state.evaluations = [
+      {"rollouts": 0, "test_mean": 0.3, "per_task": {}, "per_subset": {"nq": 0.1}},
+      {"rollouts": 8, "test_mean": 0.6, "per_task": {}, "per_subset": {"nq": 0.9}},
+      {"rollouts": 16, "test_mean": 0.4, "per_task": {}, "per_subset": {"nq": 0.2}}]
+  run = types.SimpleNamespace(
+      state=state, domain=None,
+      counts=types.SimpleNamespace(training=16, to_json=lambda: {}))
+  summary = loop.summary(run, "whale")
+  assert summary["best_per_subset"] == {"nq": 0.9}
+  assert summary["final_per_subset"] == {"nq": 0.2}

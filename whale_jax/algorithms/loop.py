@@ -592,7 +592,8 @@ def evaluate_test(run, harness=None, label=""):
   per_task = batch.per_instance_mean()
   record = {"rollouts": run.counts.training, "test_mean": batch.mean_score(),
             "weights_id": run.policy.weights_id, "harness_hash": harness.hash,
-            "cycle": run.state.cycle, "label": label, "per_task": per_task,
+            "cycle": run.state.cycle, "weight_steps": run.state.weight_steps, "label": label,
+            "per_task": per_task,
             "per_subset": per_subset_means(per_task)}
   if jax.process_index() == 0:  # every test episode, so behaviour metrics can be recomputed
     trajectory_lib.write_records(
@@ -604,8 +605,10 @@ def evaluate_test(run, harness=None, label=""):
   run.state.evaluations.append(record)
   scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
              if isinstance(value, (int, float))}
+  best = best_test(run)  # the best evaluation so far (this one included), per subset too
   run.log.log("evaluation", run.counts.training, test_mean=record["test_mean"],
               eval_seconds=time.time() - start, label=label, per_subset=record["per_subset"],
+              best_test_mean=best["test_mean"], best_per_subset=best["per_subset"],
               evaluation_rollouts=batch.num_rollouts,
               generated_tokens=batch.num_generated_tokens, **scalars, **domain_counters(run))
   return record
@@ -622,10 +625,26 @@ def per_subset_means(per_task):
   return {subset: float(np.mean(means)) for subset, means in sorted(groups.items())}
 
 
+def eval_interval_steps(run):
+  """Weight steps between test evaluations of config.loop.eval_interval_epochs (0 = off):
+  round(epochs x steps per epoch), at least 1 (WHALE: 0.1 x 74 -> every 7 steps)."""
+  epochs = run.loop.eval_interval_epochs
+  if not epochs:
+    return 0
+  steps_per_epoch = len(run.splits["weight"]) / run.loop.prompt_batch
+  return max(1, round(epochs * steps_per_epoch))
+
+
 def maybe_evaluate(run, force=False):
-  """Evaluates when training rollouts passed the next interval mark (or when forced)."""
+  """Evaluates when training rollouts passed the next interval mark, or the weight steps a
+  multiple of eval_interval_steps not yet evaluated at (or when forced)."""
   interval = run.loop.eval_interval_rollouts
   due = interval > 0 and run.counts.training >= run.state.next_eval_rollouts
+  step_interval = eval_interval_steps(run)
+  if step_interval and run.state.weight_steps:
+    last = max((r.get("weight_steps", 0) for r in run.state.evaluations), default=-1)
+    due = due or (run.state.weight_steps % step_interval == 0 and
+                  run.state.weight_steps != last)
   if force or due:
     evaluate_test(run)
     if interval > 0:
@@ -658,6 +677,7 @@ def summary(run, recipe):
           "curve": [(r["rollouts"], r["test_mean"]) for r in run.state.evaluations],
           "final_per_task": final["per_task"] if final else {},
           "final_per_subset": final.get("per_subset", {}) if final else {},
+          "best_per_subset": best.get("per_subset", {}) if best else {},
           # e.g. the SearchQA judge's calls, parsed verdicts and fallbacks (this process)
           "domain_counters": domain_counters(run),
           "gate_decisions": [dataclasses.asdict(r) for r in run.state.gate_decisions]}

@@ -72,6 +72,9 @@ class LoopConfig:
     eval_num_samples: k of test mean@k.
     eval_interval_rollouts: evaluate the test split each time training rollouts pass a
       multiple of this (0 = only at the start and the end).
+    eval_interval_epochs: evaluate the test split every round(this x steps per epoch) weight
+      steps (WHALE: 0.1 epoch, verl's test_freq 7 at 74 steps per epoch; 0 = off); the
+      two intervals may be combined.
     eval_max_instances: evaluate on at most this many test instances (0 = all).
     checkpoint_every_steps: save after this many weight steps (and after every harness phase).
     gate_rule: validation-gate rule for recipes with a gate.
@@ -90,6 +93,7 @@ class LoopConfig:
   candidates_per_iteration: int = 3
   eval_num_samples: int = 8
   eval_interval_rollouts: int = 0
+  eval_interval_epochs: float = 0.0
   eval_max_instances: int = 0
   checkpoint_every_steps: int = 1
   gate_rule: str = "strict"
@@ -98,8 +102,8 @@ class LoopConfig:
     for name in ("prompt_batch", "num_samples", "sft_epochs", "search_iterations",
                  "candidates_per_iteration", "eval_num_samples", "checkpoint_every_steps"):
       _at_least(f"config.loop.{name}", getattr(self, name), 1)
-    for name in ("eval_interval_rollouts", "eval_max_instances", "max_refill_rounds",
-                 "overlong_cache_tokens"):
+    for name in ("eval_interval_rollouts", "eval_interval_epochs", "eval_max_instances",
+                 "max_refill_rounds", "overlong_cache_tokens"):
       _at_least(f"config.loop.{name}", getattr(self, name), 0)
     _one_of("config.loop.advantage_normalization", self.advantage_normalization,
             ADVANTAGE_NORMALIZATIONS)

@@ -83,9 +83,8 @@ class RunLog:
     with open(os.path.join(self.workdir, "metrics.jsonl"), "a") as f:
       f.write(json.dumps(row, sort_keys=True, default=float) + "\n")
     if self._writer is not None:
-      for name, value in metrics.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-          self._writer.add_scalar(f"{phase}/{name}", value, int(rollouts))
+      for name, value in _scalars(metrics):
+        self._writer.add_scalar(f"{phase}/{name}", value, int(rollouts))
       self._writer.flush()
     if phase != "weight" or time.monotonic() - self._report_time >= REPORT_EVERY_SECONDS:
       self.write_report()
@@ -105,6 +104,16 @@ class RunLog:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+
+
+def _scalars(metrics):
+  """(name, value) of a row's finite numbers; a dict of numbers (per_subset) gives one
+  name/key each (TensorBoard tag evaluation/per_subset/nq/test)."""
+  for name, value in metrics.items():
+    items = value.items() if isinstance(value, dict) else [(None, value)]
+    for key, item in items:
+      if isinstance(item, (int, float)) and not isinstance(item, bool) and math.isfinite(item):
+        yield (name if key is None else f"{name}/{key}"), item
 
 
 def read_metrics(workdir):

@@ -71,3 +71,20 @@ def test_generated_mix_of_mate_in_one_and_two():
   assert [len(p["solution"]) for p in puzzles] == [1] * 7 + [3] * 3
   with pytest.raises(ValueError, match="give every split a size"):
     tasks.get_domain("chess", split_sizes={"weight": -1})
+
+
+def test_test_split_is_drawn_from_a_pool_and_the_whale_rule_reaches_the_domain():
+  sizes = {"weight": 6, "harness": 2, "validation": 0, "test": 3}
+  pooled_domain = tasks.get_domain("chess", split_sizes=sizes, seed=3,
+                                   split_pool_sizes={"test": 8}, accept_any_mate=False)
+  pooled = pooled_domain.splits()
+  assert len(pooled["test"]) == 3
+  # The same draw as a plain test split of 8 (the pool), then 3 of those 8.
+  pool = tasks.get_domain("chess", split_sizes=dict(sizes, test=8), seed=3).splits()
+  assert [i.id for i in pooled["weight"]] == [i.id for i in pool["weight"]]
+  assert {i.id for i in pooled["test"]} < {i.id for i in pool["test"]}
+  assert "any mating move" not in pooled_domain.description
+  assert "any mating move" in tasks.get_domain("chess", split_sizes=sizes).description
+  with pytest.raises(ValueError, match=r"split_pool_sizes\['test'\]=2 must be an int at "
+                     r"least split_sizes\['test'\]=3"):
+    tasks.get_domain("chess", split_sizes=sizes, split_pool_sizes={"test": 2})

@@ -121,6 +121,14 @@ def test_any_mate_on_the_last_move_counts():
   assert chess_puzzles.score_line(TWO_MATES, ["e1e7"]) == 0.0
 
 
+def test_whale_rule_accepts_the_reference_line_only():
+  # WHALE's verifier (SPEC 1.8): the other mate Re8# is a legal wrong move there.
+  assert chess_puzzles.score_line(TWO_MATES, ["e1e8"], accept_any_mate=False) == 0.0
+  assert chess_puzzles.score_line(TWO_MATES, ["a1a8"], accept_any_mate=False) == 1.0
+  board = chess_puzzles.PuzzleBoard(TWO_MATES, accept_any_mate=False)
+  assert board.move("Re8#")["status"] == "wrong"
+
+
 def test_observation_is_json_and_holds_no_solution(puzzle):
   observation = chess_puzzles.puzzle_observation(puzzle)
   text = json.dumps(observation)

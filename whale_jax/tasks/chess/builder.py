@@ -10,11 +10,15 @@ Tools, one board per episode: move(move) plays a UCI (or SAN) move and answers "
 the opponent's reply and the new observation), "solved", "wrong" (the puzzle is failed),
 "illegal" or "malformed" (nothing changed) or "finished"; board() returns the observation.
 Verifier: the moves the episode played through tools.move, replayed against the reference
-(chess_puzzles.score_line): 1 only for the whole line, any mate accepted. An episode that
-never called move is scored on its returned answer read as space-separated moves.
+(chess_puzzles.score_line): 1 only for the whole line; any mate accepted with
+accept_any_mate (the default; WHALE's verifier accepts the reference line only). An episode
+that never called move is scored on its returned answer read as space-separated moves.
 Extra metrics: legal_move_rate (submitted moves that were legal), moves_per_episode.
 """
 import os
+import zlib
+
+import numpy as np
 
 from whale_jax.harness import static_checks
 from whale_jax.tasks import behaviour
@@ -43,8 +47,9 @@ tools.move(move) -> {"status", "message", ...}: plays one move (UCI like "e2e4",
 tools.board() -> the current observation.
 The harness must not choose moves itself (no engines or move search): the model decides.
 run returns the moves it played, space-separated. Score: 1 only if the whole solution line was
-played (any mating move counts), else 0.
+played{any_mate}, else 0.
 """
+ANY_MATE_NOTE = " (any mating move counts)"
 MOVE_STATUSES_LEGAL = ("correct", "solved", "wrong")
 
 
@@ -54,16 +59,18 @@ def puzzle_instance(puzzle):
                   reference=puzzle)
 
 
-def board_tools(instance):
-  """A fresh board for one episode: {"move": ..., "board": ...}."""
-  board = chess_puzzles.PuzzleBoard(instance.reference)
+def board_tools(accept_any_mate=True):
+  """tools(instance) of the domain: a fresh board for one episode, {"move", "board"}."""
+  def tools(instance):
+    board = chess_puzzles.PuzzleBoard(instance.reference, accept_any_mate)
 
-  def move(move):
-    return board.move(move)
+    def move(move):
+      return board.move(move)
 
-  def observe():
-    return board.observe()
-  return {"move": move, "board": observe}
+    def observe():
+      return board.observe()
+    return {"move": move, "board": observe}
+  return tools
 
 
 def played_moves(trajectory):
@@ -72,11 +79,17 @@ def played_moves(trajectory):
           for event in behaviour.tool_events(trajectory, "move")]
 
 
-def chess_verify(instance, answer, trajectory=None):
-  moves = played_moves(trajectory) if trajectory is not None else []
-  if not moves:
-    moves = answer.split() if isinstance(answer, str) else []
-  return chess_puzzles.score_line(instance.reference, moves)
+def chess_verifier(accept_any_mate=True):
+  """verify(instance, answer, trajectory) of the domain (see the module docstring)."""
+  def verify(instance, answer, trajectory=None):
+    moves = played_moves(trajectory) if trajectory is not None else []
+    if not moves:
+      moves = answer.split() if isinstance(answer, str) else []
+    return chess_puzzles.score_line(instance.reference, moves, accept_any_mate)
+  return verify
+
+
+chess_verify = chess_verifier()
 
 
 def chess_metrics(instances, trajectories, scores):
@@ -102,7 +115,7 @@ def generated_puzzles(count, seed, mate_in_two_fraction=0.5):
 
 def chess_domain(puzzles=None, split_puzzles=None, split_sizes=None, seed=0, min_rating=None,
                  max_rating=None, max_solution_plies=None, themes=None,
-                 mate_in_two_fraction=0.5):
+                 mate_in_two_fraction=0.5, accept_any_mate=True, split_pool_sizes=None):
   """Chess puzzles from Lichess CSV file(s) or, without files, generated mates.
 
   Args:
@@ -112,8 +125,19 @@ def chess_domain(puzzles=None, split_puzzles=None, split_sizes=None, seed=0, min
     seed: split seed (and generator seed offline).
     min_rating, max_rating, max_solution_plies, themes: Lichess filters (load_lichess_puzzles).
     mate_in_two_fraction: share of mate-in-2 among generated puzzles.
+    accept_any_mate: a mating move solves the puzzle even where the reference line has
+      another (Lichess's rule); False scores the reference line only (WHALE's verifier).
+    split_pool_sizes: {split: pool size}: the split is first drawn as a pool of this size,
+      then split_sizes[split] of the pool at random (WHALE's chess test: 256 of a 1,024
+      pool). The pool's other instances go to no split.
   """
   split_sizes = dict(DEFAULT_SPLIT_SIZES if split_sizes is None else split_sizes)
+  split_pool_sizes = dict(split_pool_sizes or {})
+  for split, pool_size in split_pool_sizes.items():
+    size = split_sizes.get(split, 0)
+    if not isinstance(pool_size, int) or size < 0 or pool_size < size:
+      raise ValueError(f"split_pool_sizes[{split!r}]={pool_size!r} must be an int at least "
+                       f"split_sizes[{split!r}]={size!r} (and that size not -1).")
   paths = as_paths(puzzles)
   offline = not paths and not split_puzzles
   if offline and any(size < 0 for size in split_sizes.values()):
@@ -126,21 +150,32 @@ def chess_domain(puzzles=None, split_puzzles=None, split_sizes=None, seed=0, min
     return [puzzle_instance(p) for path in as_paths(files)
             for p in chess_puzzles.load_lichess_puzzles(path, **filters)]
 
+  drawn_sizes = {**split_sizes, **split_pool_sizes}
+
   def make_splits():
     if offline:
       pool = [puzzle_instance(p) for p in generated_puzzles(
-          sum(split_sizes.values()), seed, mate_in_two_fraction)]
-      return splits_lib.split_instances(pool, split_sizes, seed)
-    fixed = {split: load(files) for split, files in (split_puzzles or {}).items()}
-    return splits_lib.split_instances(load(paths), split_sizes, seed, fixed=fixed)
+          sum(drawn_sizes.values()), seed, mate_in_two_fraction)]
+      splits = splits_lib.split_instances(pool, drawn_sizes, seed)
+    else:
+      fixed = {split: load(files) for split, files in (split_puzzles or {}).items()}
+      splits = splits_lib.split_instances(load(paths), drawn_sizes, seed, fixed=fixed)
+    for split in split_pool_sizes:  # split_sizes[split] of the pool, in the pool's order
+      order = np.random.default_rng([seed, zlib.crc32(split.encode())]).permutation(
+          len(splits[split]))
+      splits[split] = [splits[split][i] for i in sorted(order[:split_sizes[split]])]
+    return splits
 
   config = {"puzzles": [os.fspath(p) for p in paths],
             "split_puzzles": {k: [os.fspath(p) for p in as_paths(v)]
                               for k, v in (split_puzzles or {}).items()},
             "split_sizes": split_sizes, "seed": seed, "mate_in_two_fraction":
-            mate_in_two_fraction, **filters}
-  return Domain(name="chess", description=DESCRIPTION,
+            mate_in_two_fraction, "accept_any_mate": accept_any_mate,
+            "split_pool_sizes": split_pool_sizes, **filters}
+  description = DESCRIPTION.replace("{any_mate}", ANY_MATE_NOTE if accept_any_mate else "")
+  return Domain(name="chess", description=description,
                 seed_harness=seed_harnesses.source("chess"), splits=make_splits,
-                verify=chess_verify, tools=board_tools, metrics=chess_metrics,
+                verify=chess_verifier(accept_any_mate), tools=board_tools(accept_any_mate),
+                metrics=chess_metrics,
                 allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config,
                 edit_catalogue=EDIT_CATALOGUE, instructions=INSTRUCTIONS)

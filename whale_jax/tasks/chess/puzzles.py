@@ -12,8 +12,10 @@ The full Lichess CSV (about 4M rows) is streamed, filtered and its parsed pool c
 (load_lichess_puzzles).
 
 Scoring (1 only for the full line): each solver move must equal the reference move, except
-that a move giving checkmate always solves the puzzle (Lichess accepts any mating move on the
-last move of a mate puzzle; a mate earlier than the reference's ends the game just as well).
+that, with accept_any_mate (the default), a move giving checkmate always solves the puzzle
+(Lichess accepts any mating move on the last move of a mate puzzle; a mate earlier than the
+reference's ends the game just as well). WHALE's verifier (SPEC 1.8) accepts only the
+reference line: accept_any_mate=False.
 Any other legal move that differs fails the puzzle at once; it cannot be taken back.
 Malformed and illegal moves change nothing: retrying them is the harness's business.
 Moves are read as UCI ("e2e4", "e7e8q") and, failing that, as SAN ("e4", "Qxf7#").
@@ -302,8 +304,9 @@ class PuzzleBoard:
     "finished": the puzzle was already solved or failed.
   """
 
-  def __init__(self, puzzle):
+  def __init__(self, puzzle, accept_any_mate=True):
     self.puzzle = puzzle
+    self.accept_any_mate = accept_any_mate
     self.board = _initial_board(puzzle)
     self.solution = list(puzzle["solution"])
     self.ply = 0  # index into solution of the solver's next move
@@ -329,7 +332,8 @@ class PuzzleBoard:
     expected = chess.Move.from_uci(self.solution[self.ply])
     self.board.push(move)
     self.moves_played.append(move.uci())
-    if self.board.is_checkmate() or (move == expected and self.ply + 1 >= len(self.solution)):
+    mated = self.accept_any_mate and self.board.is_checkmate()
+    if mated or (move == expected and self.ply + 1 >= len(self.solution)):
       self.status = "solved"
       return {"status": "solved", "message": "Puzzle solved."}
     if move != expected:
@@ -349,12 +353,13 @@ class PuzzleBoard:
             "message": f"Correct. The opponent replied {reply.uci()} ({reply_san})."}
 
 
-def score_line(puzzle, moves):
+def score_line(puzzle, moves, accept_any_mate=True):
   """1.0 if playing `moves` (the solver's moves, UCI or SAN) solves the puzzle, else 0.0.
 
-  Malformed and illegal entries are skipped, as a board would refuse them.
+  Malformed and illegal entries are skipped, as a board would refuse them. accept_any_mate:
+  see the module docstring.
   """
-  board = PuzzleBoard(puzzle)
+  board = PuzzleBoard(puzzle, accept_any_mate)
   for text in moves:
     if board.move(text)["status"] in ("solved", "wrong", "finished"):
       break
