@@ -32,10 +32,12 @@ candidates, 5 GRPO updates per candidate) and, but for sia, the same splits:
   vace          GRPO blocks + one gated candidate per block (recipe "vace").
   whale_style   the same alternation without the gate: every runnable candidate is kept
                 (recipe "ungated").
-  rl_only       GRPO under the seed harness for the same number of updates (recipe
-                "weight_only", weight_update="grpo").
-  harness_only  the same gated candidates at W0 with no GRPO step at all (recipe "vace",
-                vace.schedule="harness_only"): each cycle runs one diagnostic batch (a GRPO
+  rl_only       GRPO under the seed harness for the same number of updates, in blocks of
+                BLOCK_STEPS, the pair scored on validation after every block (recipe
+                "rl_only", vace.schedule="rl_only").
+  harness_only  the same gated candidates at W0 with no GRPO step at all (recipe
+                "vace_harness_only", vace.schedule="harness_only"): each cycle runs one
+                diagnostic batch (a GRPO
                 batch's worth of training tasks, counted as harness rollouts; its size a
                 guess) under the current harness, proposes from it and gates the candidate.
   sia           SIA-style (recipe "vace", vace.schedule="harness_first"): the harness_only
@@ -44,8 +46,10 @@ candidates, 5 GRPO updates per candidate) and, but for sia, the same splits:
                 validation after every block of BLOCK_STEPS updates.
   static        the seed pair, evaluated only (recipe "weight_only" with a rollout budget
                 too small for one weight step).
-Every method reports the pair with the best validation score it saw (the gate's means; for
-rl_only, which never validates, its last pair) and its test mean over 3 evaluations. The
+Every method reports the pair with the best validation score it saw (the gate's means, or
+one validation evaluation after an RL block), the initial pair among the candidates, and its
+test mean over 3 evaluations (each evaluation's mean and their standard deviation beside it:
+summary.json's final_per_evaluation, final_evaluation_std). The
 AutomationBench split is drawn per domain (Table 1: HR 26/15/24, Marketing 27/22/23,
 Finance 27/21/24 train/validation/test); the paper does not say how, so each domain's tasks
 are drawn by a seeded shuffle of their own (a guess; tasks/toolflow_files.split_by_domain).
@@ -85,9 +89,9 @@ DOMAINS = {
 HARNESS_TRIALS = {"docqa": 12, "toolflow": 32}   # Table 3: harness proposals per run
 BLOCK_STEPS = 5                                  # guess: GRPO steps per block (Table 4)
 PROMPT_BATCH = 32                                # guess: prompts per GRPO step
-METHODS = {"vace": "vace", "whale_style": "ungated", "rl_only": "weight_only",
-           "harness_only": "vace", "sia": "vace", "static": "weight_only"}
-SCHEDULES = {"harness_only": "harness_only", "sia": "harness_first"}   # config.vace.schedule
+METHODS = {"vace": "vace", "whale_style": "ungated", "rl_only": "rl_only",
+           "harness_only": "vace_harness_only", "sia": "vace", "static": "weight_only"}
+SCHEDULES = {"sia": "harness_first"}   # config.vace.schedule
 SMOKE_SPLIT_PER_DOMAIN = {"weight": 5, "harness": 0, "validation": 2, "test": 2}
 SMOKE_DOMAINS = {
     "docqa": dict(seed_harness="docqa_compact", num_issues=4),

@@ -503,7 +503,7 @@ def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None, compil
   return out
 
 
-GRPO_RECIPES = ("vace", "ungated", "sia")  # recipes whose solver trains with GRPO
+GRPO_RECIPES = ("vace", "ungated", "rl_only", "vace_harness_only", "sia")  # recipes whose solver trains with GRPO
 RSFT_RECIPES = ("whale", "whale_adaptive", "fst")
 
 

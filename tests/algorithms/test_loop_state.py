@@ -18,7 +18,7 @@ def _state():
   return loop.LoopState(
       incumbent="src", cycle=2, phase="harness", phase_rewards=[0.25],
       evaluations=[{"rollouts": 8, "test_mean": 0.5, "per_task": {"a": 1.0}}],
-      gate_decisions=[loop.GateRecord("cycle_000", True, 0.125)],
+      gate_decisions=[loop.GateRecord("cycle_000", True, 0.125, "abc", True)],
       vace=loop.VaceNotes(
           pairs=[loop.VacePair(1, "vace_cycle_000", "solver@2", 2, "abc", 0.5)],
           selected=loop.VaceSelection(0, "src", "solver@2"), rl_blocks=1),
@@ -32,7 +32,8 @@ def test_state_survives_its_checkpoint_json_as_dataclasses():
   assert written["harness_learning"]["adaptation"]["grpo_strict"]["history"] == [
       {"round": 0, "kept": "c0001", "scores": [0.25, 0.5], "current_score": 0.5}]
   assert written["gate_decisions"] == [
-      {"label": "cycle_000", "accepted": True, "mean_difference": 0.125}]
+      {"label": "cycle_000", "accepted": True, "mean_difference": 0.125,
+       "candidate_hash": "abc", "adopted": True}]
   restored = loop.LoopState.from_json(written)
   assert restored == state
   adaptation = restored.harness_learning.adaptation["grpo_strict"]
@@ -58,7 +59,7 @@ def test_a_state_without_recipe_notes_round_trips():
      "AdaptationState lacks"),
     (lambda s: s["gate_decisions"][0].pop("accepted"),
      r"loop\.gate_decisions\[0\] has no \['accepted'\] \(a GateRecord has "
-     r"\['accepted', 'label', 'mean_difference'\]\)"),
+     r"\['accepted', 'adopted', 'candidate_hash', 'label', 'mean_difference'\]\)"),
     (lambda s: s["harness_learning"]["adaptation"]["grpo_strict"]["history"].append(3),
      r"loop\.harness_learning\.adaptation\['grpo_strict'\]\.history\[1\] is 3 where a "
      "AdaptationRound object belongs"),

@@ -81,6 +81,17 @@ def test_training_rollouts_retry_infra_errors_and_group_by_instance():
   assert batch.per_instance_mean() == {"p0": 0.0, "p1": 1.0}
 
 
+def test_mean_at_k_splits_into_k_evaluations_and_their_spread():
+  """Evaluation g is sample g of every task: scores [[1, 0, 1], [0, 0, 1]] (task x sample)
+  make evaluations 0.5, 0.0 and 1.0, whose sample standard deviation is 0.5 by hand."""
+  scores = (1.0, 0.0, 1.0, 0.0, 0.0, 1.0)
+  evaluation = types.SimpleNamespace(scores=scores, trajectories=(None,) * 6)
+  batch = rollouts.RolloutBatch(instances=("a", "b"), evaluation=evaluation, num_samples=3)
+  assert batch.per_sample_means() == [0.5, 0.0, 1.0]
+  assert loop.evaluation_std([0.5, 0.0, 1.0]) == pytest.approx(0.5)
+  assert loop.evaluation_std([0.25]) is None
+
+
 def _fake_run(num_weight, seed=0, prompt_batch=4):
   pool = [types.SimpleNamespace(id=f"w{i}") for i in range(num_weight)]
   domain = types.SimpleNamespace(splits=lambda: {"weight": pool, "harness": [1] * 6})

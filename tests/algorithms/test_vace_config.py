@@ -31,9 +31,9 @@ from whale_jax.tasks import seed_harnesses
 from whale_jax.tokenization import load_tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-METHOD_RECIPES = {"vace": "vace", "whale_style": "ungated", "rl_only": "weight_only",
-                  "harness_only": "vace", "sia": "vace", "static": "weight_only"}
-METHOD_SCHEDULES = {"harness_only": "harness_only", "sia": "harness_first"}
+METHOD_RECIPES = {"vace": "vace", "whale_style": "ungated", "rl_only": "rl_only",
+                  "harness_only": "vace_harness_only", "sia": "vace", "static": "weight_only"}
+METHOD_SCHEDULES = {"sia": "harness_first"}
 PAPER_SPLITS = {"docqa": (84, 53, 109), "toolflow": (80, 58, 71)}   # SPEC 2.5
 # SPEC 2.5, Table 1: (train, validation, test) per AutomationBench domain.
 PAPER_DOMAIN_SPLITS = {"hr": (26, 15, 24), "marketing": (27, 22, 23), "finance": (27, 21, 24)}
@@ -267,20 +267,27 @@ def check_method_run(workdir, config, method):
                if (workdir / "gate_decisions.jsonl").exists() else [])
   cycles = config.vace.num_cycles
   expected_steps = {"vace": cycles * config.vace.block_steps, "whale_style": cycles * config.vace.block_steps,
-                    "rl_only": 2, "harness_only": 0, "sia": cycles * config.vace.block_steps,
+                    "rl_only": cycles * config.vace.block_steps, "harness_only": 0, "sia": cycles * config.vace.block_steps,
                     "static": 0}[method]
   assert len(weight_rows) == summary["weight_steps"] == expected_steps, method
   assert {r["kind"] for r in weight_rows} <= {"grpo"}
-  assert len(decisions) == (cycles if method in ("vace", "harness_only", "sia") else 0)
+  # whale_style runs the gate too (its decisions logged, every candidate adopted).
+  assert len(decisions) == (cycles if method in ("vace", "harness_only", "sia", "whale_style")
+                            else 0)
+  if method == "whale_style":
+    assert all(d["adopted"] for d in summary["gate_decisions"])
   if method in ("harness_only", "sia"):   # gated at the initial weights
     assert {row["weights_id"] for row in decisions} == {"solver@0"}, method
   if method == "harness_only":
     assert summary["counts"]["weight"] == 0
   if method == "vace":
     check_vace_run(workdir, config)
-  if method in ("vace", "harness_only", "sia", "whale_style"):
-    # The final test evaluation is of the pair with the best validation mean.
+  if method in ("vace", "harness_only", "sia", "whale_style", "rl_only"):
+    # The final test evaluation is of the pair with the best validation mean, the initial
+    # pair among the candidates.
     chosen = summary["selected_by_validation"]
+    assert summary["pairs"][0]["label"] == "initial"
+    assert summary["pairs"][0]["weights_id"] == "solver@0"
     assert chosen["validation_mean"] == max(p["validation_mean"] for p in summary["pairs"])
     episodes_dir = workdir / "test_trajectories"
     last = trajectory_lib.read_records(episodes_dir / sorted(os.listdir(episodes_dir))[-1])
@@ -328,4 +335,5 @@ def check_vace_run(workdir, config):
   chosen = summary["selected_by_validation"]
   validation_means = [r["candidate_mean"] if r["accepted"] else r["incumbent_mean"]
                       for r in decisions]
-  assert chosen["validation_mean"] == max(validation_means)
+  assert [p["validation_mean"] for p in summary["pairs"][1:]] == validation_means
+  assert chosen["validation_mean"] == max(p["validation_mean"] for p in summary["pairs"])

@@ -164,7 +164,9 @@ def test_the_final_pair_is_the_best_validation_pair_not_the_last(tmp_path, monke
   summary = experiment.run(_vace_config(), workdir, show_progress=False)
   _check_selected_is_cycle_0(workdir, summary, observer)
   assert os.path.isdir(os.path.join(workdir, vace.SELECTED_DIR))
-  assert [pair["validation_mean"] for pair in summary["pairs"]] == [0.5, 0.25, 0.0]
+  # The initial pair (scripted 0.0) first, then one pair per cycle.
+  assert [pair["validation_mean"] for pair in summary["pairs"]] == [0.0, 0.5, 0.25, 0.0]
+  assert summary["pairs"][0]["label"] == "initial"
 
 
 @pytest.mark.slow
@@ -207,11 +209,12 @@ def test_harness_only_runs_no_train_step(tmp_path, monkeypatch):
   decisions = _rows(os.path.join(workdir, "gate_decisions.jsonl"))
   assert [row["weights_id"] for row in decisions] == ["solver@0"] * 2
   assert [row["accepted"] for row in decisions] == [True, False]
-  # Harness rollouts, hand-counted: per cycle one diagnostic batch (prompt_batch tasks x
-  # num_samples) and the gate's two harnesses on the validation split.
-  per_cycle = (config.loop.prompt_batch * config.loop.num_samples +
-               2 * config.domain.split_sizes["validation"])
-  assert summary["counts"]["harness"] == 2 * per_cycle
+  # Harness rollouts, hand-counted: the initial pair's validation, then per cycle one
+  # diagnostic batch (prompt_batch tasks x num_samples) and the gate's two harnesses on the
+  # validation split.
+  validation = config.domain.split_sizes["validation"]
+  per_cycle = config.loop.prompt_batch * config.loop.num_samples + 2 * validation
+  assert summary["counts"]["harness"] == validation + 2 * per_cycle
   assert summary["selected_by_validation"]["harness_hash"] == decisions[0]["candidate"]
   assert observer.tests[-1]["harness_hash"] == decisions[0]["candidate"]
 
@@ -250,3 +253,55 @@ def test_sia_gates_its_harness_phase_then_trains_under_a_fixed_harness(tmp_path,
   assert final["params"] != observer.validation_hashes[last["weights_id"]]
   assert final["params"] != observer.tests[0]["params"]   # trained, not W0
   assert final["harness_hash"] == decisions[0]["candidate"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("initial, expected_label", [(0.75, "initial"), (0.0, "rl_block_000")])
+def test_rl_only_reports_its_best_validation_pair_the_initial_one_included(
+    initial, expected_label, tmp_path, monkeypatch):
+  # rl_only: 2 blocks of 1 GRPO step under the seed harness, validated after each block
+  # (0.5 then 0.25). With the initial pair scripted at 0.75 it wins (the final test runs at
+  # W0); at 0.0 the first block's pair wins, not the last one.
+  script = {("start", 0, 0, "incumbent"): initial, ("weight", 0, 1, "incumbent"): 0.5,
+            ("weight", 0, 2, "incumbent"): 0.25}
+  observer = Observer(monkeypatch, script)
+  workdir = str(tmp_path / "rl_only")
+  config = _vace_config("rl_only", num_cycles=2)
+  config.recipe = "rl_only"
+  config.vace = dict(num_cycles=2, block_steps=1)   # the recipe sets the schedule
+  summary = experiment.run(config, workdir, show_progress=False)
+  assert summary["recipe"] == "rl_only" and summary["weight_steps"] == 2
+  assert [pair["label"] for pair in summary["pairs"]] == ["initial", "rl_block_000",
+                                                         "rl_block_001"]
+  assert [pair["validation_mean"] for pair in summary["pairs"]] == [initial, 0.5, 0.25]
+  assert not os.path.exists(os.path.join(workdir, "gate_decisions.jsonl"))
+  assert {h for _, h in observer.step_harnesses} == {summary["pairs"][0]["harness_hash"]}
+  chosen = summary["selected_by_validation"]
+  assert chosen["label"] == expected_label
+  final, start = observer.tests[-1], observer.tests[0]
+  if expected_label == "initial":
+    assert final["params"] == start["params"] and chosen["weights_id"] == "solver@0"
+  else:
+    assert final["params"] == observer.validation_hashes[chosen["weights_id"]]
+    assert final["params"] not in (start["params"],
+                                   observer.validation_hashes[summary["pairs"][-1]["weights_id"]])
+  # Harness rollouts, hand-counted: three validation evaluations (initial, two blocks).
+  assert summary["counts"]["harness"] == 3 * config.domain.split_sizes["validation"]
+
+
+@pytest.mark.slow
+def test_the_ungated_run_adopts_what_its_logged_gate_would_refuse(tmp_path, monkeypatch):
+  # Cycle 0's candidate scores below the incumbent (0.5 -> 0.25): the gate would refuse it,
+  # the ungated run adopts it and its log records the loss (-0.25) with adopted=True.
+  script = {("harness", 0, 0, "incumbent"): 0.5, ("harness", 0, 0, "candidate"): 0.25}
+  observer = Observer(monkeypatch, script)
+  config = _vace_config(num_cycles=1)
+  config.recipe = "ungated"
+  summary = experiment.run(config, str(tmp_path / "ungated"), show_progress=False)
+  [decision] = summary["gate_decisions"]
+  assert not decision["accepted"] and decision["adopted"]
+  assert decision["mean_difference"] == -0.25
+  [row] = _rows(os.path.join(tmp_path, "ungated", "gate_decisions.jsonl"))
+  assert decision["candidate_hash"] == row["candidate"]
+  assert observer.incumbents[0][2] == row["candidate"]   # adopted all the same
+  assert summary["pairs"][-1]["validation_mean"] == 0.25

@@ -165,7 +165,8 @@ def build_domain(domain_section):
 
 
 RECIPE_FAMILIES = {"whale": "whale", "whale_adaptive": "whale", "fst": "whale", "vace": "vace",
-                   "ungated": "vace", "weight_only": "baselines", "harness_only": "baselines",
+                   "ungated": "vace", "rl_only": "vace", "vace_harness_only": "vace",
+                   "weight_only": "baselines", "harness_only": "baselines",
                    "stagewise": "baselines", "sia": "baselines",
                    "harness_learning": "harness_learning"}
 

@@ -17,7 +17,8 @@ ExperimentConfig they become, checked once):
   whale, baseline, vace, harness_learning   the recipe's own options (options.py).
 
 Every recipe receives resolved values (a Run and its options dataclass), never the ConfigDict.
-The recipes whale_adaptive, fst and ungated are presets of whale's and vace's options
+The recipes whale_adaptive, fst, ungated, rl_only and vace_harness_only are presets of whale's
+and vace's options
 (experiment_config.RECIPE_PRESETS).
 """
 import json

@@ -34,7 +34,9 @@ TOP_LEVEL_KEYS = ("recipe", "methods", "model", "tokenizer", "domain", "sampling
 # The recipes that are another's options: recipe -> (the section it runs, options set).
 RECIPE_PRESETS = {"whale": ("whale", {}), "whale_adaptive": ("whale", {"adaptive": True}),
                   "fst": ("whale", {"prompt_only": True}), "vace": ("vace", {}),
-                  "ungated": ("vace", {"gated": False})}
+                  "ungated": ("vace", {"gated": False}),
+                  "rl_only": ("vace", {"schedule": "rl_only"}),
+                  "vace_harness_only": ("vace", {"schedule": "harness_only"})}
 BASELINE_RECIPES = ("weight_only", "harness_only", "stagewise", "sia")
 _TYPED = {"loop": options.LoopConfig, "training": options.PolicyConfig,
           "whale": options.WhaleConfig, "vace": options.VaceConfig,
@@ -98,7 +100,7 @@ def check_temperatures(experiment):
   for recipe in _recipes_of(experiment.recipe, experiment.methods):
     if recipe in ("whale", "whale_adaptive", "fst"):
       losses.add("rsft")
-    elif recipe in ("vace", "ungated"):
+    elif RECIPE_PRESETS.get(recipe, ("",))[0] == "vace":
       losses.add("grpo")
     elif recipe in ("weight_only", "stagewise", "sia"):
       losses.add(experiment.baseline.weight_update)

@@ -65,10 +65,14 @@ from whale_jax.train import dapo
 
 @dataclasses.dataclass
 class GateRecord:
-  """One validation gate's outcome (loop.gate)."""
+  """One validation gate's outcome (loop.gate): the gate's decision, the candidate's
+  validation mean minus the incumbent's, the candidate's hash, and whether the run adopted
+  the candidate (an ungated run adopts what its gate would have rejected)."""
   label: str
   accepted: bool
   mean_difference: float
+  candidate_hash: str = ""
+  adopted: bool = False
 
 
 @dataclasses.dataclass
@@ -166,7 +170,8 @@ class LoopState:
     cursor: weight-split instances handed out so far (next_prompts).
     next_eval_rollouts: training rollouts at which the next test evaluation is due.
     evaluations: one record per test evaluation, the dict evaluate_test returns (rollouts,
-      test_mean, weights_id, harness_hash, cycle, label, per_task, per_subset).
+      test_mean, weights_id, harness_hash, cycle, label, per_task, per_subset,
+      per_evaluation).
     phase_rewards: mean training reward of each weight step of the current phase.
     gate_decisions: one GateRecord per validation gate.
     metrics_rows: rows of metrics.jsonl when the checkpoint was taken.
@@ -549,18 +554,22 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
   return result
 
 
-def gate(run, current, candidate, label):
-  """Validation gate at the current weights; returns the GateResult (logged)."""
+def gate(run, current, candidate, label, adopted=None):
+  """Validation gate at the current weights; returns the GateResult (logged). adopted: whether
+  the run adopts the candidate whatever the gate decides (None: when the gate accepts)."""
   result = validation_gate.gate_candidate(
       current, candidate, make_evaluate(run), run.splits["validation"],
       weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
       log_path=os.path.join(run.host_dir, "gate_decisions.jsonl"))
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   decision = result.decision
+  adopted = decision.accepted if adopted is None else adopted
   run.state.gate_decisions.append(GateRecord(label, decision.accepted,
-                                             decision.mean_difference))
+                                             decision.mean_difference, candidate.hash,
+                                             adopted))
   run.log.log("harness", run.counts.training, label=label, gate_rollouts=result.rollouts,
               generated_tokens=result.generated_tokens, gate_accepted=decision.accepted,
+              gate_adopted=adopted,
               gate_n=decision.n, gate_mean_difference=decision.mean_difference,
               gate_p_value=decision.p_value if decision.p_value is not None else -1.0,
               incumbent_validation=decision.incumbent_mean,
@@ -594,7 +603,8 @@ def evaluate_test(run, harness=None, label=""):
             "weights_id": run.policy.weights_id, "harness_hash": harness.hash,
             "cycle": run.state.cycle, "weight_steps": run.state.weight_steps, "label": label,
             "per_task": per_task,
-            "per_subset": per_subset_means(per_task)}
+            "per_subset": per_subset_means(per_task),
+            "per_evaluation": batch.per_sample_means()}
   if jax.process_index() == 0:  # every test episode, so behaviour metrics can be recomputed
     trajectory_lib.write_records(
         os.path.join(run.workdir, "test_trajectories",
@@ -623,6 +633,13 @@ def per_subset_means(per_task):
     if separator:
       groups.setdefault(subset, []).append(mean)
   return {subset: float(np.mean(means)) for subset, means in sorted(groups.items())}
+
+
+def evaluation_std(per_evaluation):
+  """Sample standard deviation (ddof 1) of the k evaluation means; None for k < 2."""
+  if not per_evaluation or len(per_evaluation) < 2:
+    return None
+  return float(np.std(np.asarray(per_evaluation, np.float64), ddof=1))
 
 
 def eval_interval_steps(run):
@@ -678,6 +695,10 @@ def summary(run, recipe):
           "final_per_task": final["per_task"] if final else {},
           "final_per_subset": final.get("per_subset", {}) if final else {},
           "best_per_subset": best.get("per_subset", {}) if best else {},
+          # test mean@k as k evaluations (evaluation i: sample i of every test task), spread
+          "final_per_evaluation": final.get("per_evaluation") if final else None,
+          "final_evaluation_std": evaluation_std(final.get("per_evaluation")) if final
+                                  else None,
           # e.g. the SearchQA judge's calls, parsed verdicts and fallbacks (this process)
           "domain_counters": domain_counters(run),
           "gate_decisions": [dataclasses.asdict(r) for r in run.state.gate_decisions]}

@@ -3,7 +3,7 @@
   LoopConfig            config.loop       (every recipe: seed, batch sizes, search budget, ...)
   PolicyConfig          config.training   (and harness_learning.proposer_training)
   WhaleConfig           config.whale      (whale, whale_adaptive, fst)
-  VaceConfig            config.vace       (vace, ungated)
+  VaceConfig            config.vace       (vace, ungated, rl_only, vace_harness_only)
   BaselineConfig        config.baseline   (weight_only, harness_only, stagewise, sia)
   HarnessLearningConfig config.harness_learning
   WarmStartConfig       config.warm_start (the embedded solver's warm start)
@@ -26,8 +26,8 @@ from whale_jax.train import options as train_options
 
 SEARCH_ANSWER_MODES = archive_view.SEARCH_ANSWER_MODES
 
-RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "weight_only", "harness_only",
-           "stagewise", "sia", "harness_learning")
+RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "rl_only", "vace_harness_only",
+           "weight_only", "harness_only", "stagewise", "sia", "harness_learning")
 ADVANTAGE_NORMALIZATIONS = train_options.ADVANTAGE_NORMALIZATIONS
 GATE_RULES = gate.RULES
 SELECTION_RULES = ("strict", "best_of")
@@ -176,8 +176,8 @@ class WhaleConfig:
 
 @dataclasses.dataclass(frozen=True)
 class VaceConfig:
-  """config.vace keys (schedule: algorithms/vace.py's alternate, harness_only or
-  harness_first)."""
+  """config.vace keys (schedule: algorithms/vace.py's alternate, harness_only, harness_first
+  or rl_only)."""
   num_cycles: int = 4
   block_steps: int = 10
   gated: bool = True
@@ -186,7 +186,7 @@ class VaceConfig:
 
   def __post_init__(self):
     _one_of("config.vace.schedule", self.schedule,
-            ("alternate", "harness_only", "harness_first"))
+            ("alternate", "harness_only", "harness_first", "rl_only"))
     _at_least("config.vace.num_cycles", self.num_cycles, 1)
     _at_least("config.vace.block_steps", self.block_steps, 1)
     _at_least("config.vace.budget_rollouts", self.budget_rollouts, 0)

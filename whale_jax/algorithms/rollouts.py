@@ -71,6 +71,14 @@ class RolloutBatch:
     return {instance.id: sum(scores) / len(scores)
             for instance, scores in zip(self.instances, self.scores)}
 
+  def per_sample_means(self):
+    """[mean over instances of sample g's score for g < num_samples]: sample g of every
+    instance taken as one evaluation of the split (so k evaluations of mean@k)."""
+    scores = self.scores
+    if not scores:
+      return []
+    return [sum(group[g] for group in scores) / len(scores) for g in range(self.num_samples)]
+
   def outcome_counts(self):
     counts = {}
     for trajectory in self.evaluation.trajectories:

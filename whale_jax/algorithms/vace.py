@@ -8,7 +8,9 @@ Schedules (config.vace.schedule):
                 beats it on the validation split at the updated checkpoint (same task ids,
                 same seeds; strict improvement of the mean by default, ties keep the
                 incumbent). With gated=False this is the ungated alternation ("WHALE-style"
-                in VACE's paper): every runnable candidate is adopted.
+                in VACE's paper): every runnable candidate is adopted; the gate still runs
+                and is logged (adopted=True), so the log says what each adoption the gate
+                would have refused cost on validation.
   harness_only  the same gated revisions at the initial weights, with no GRPO step at all:
                 each cycle runs one diagnostic batch (prompt_batch weight-split tasks x
                 num_samples, counted as harness rollouts) under the incumbent, proposes one
@@ -16,10 +18,13 @@ Schedules (config.vace.schedule):
   harness_first SIA-style: the harness_only phase (num_cycles gated revisions at W0), then
                 num_cycles blocks of block_steps GRPO steps under the harness it kept, which
                 no longer changes; after each block the pair is scored on validation.
+  rl_only       RL alone (recipe "rl_only"): num_cycles blocks of block_steps GRPO steps under
+                the initial harness, the pair scored on validation after each block.
 
-Final pair: every cycle (and every RL block of harness_first) records its (weights, harness)
-pair with its validation mean (the gate's mean of the kept harness; one validation evaluation
-when ungated or after an RL block). The reported pair is the one with the best validation
+Final pair: the initial (weights, harness) pair, scored on validation before anything runs,
+and every cycle (and every RL block of harness_first and rl_only) record their pair with its
+validation mean (the gate's mean of the kept harness; one validation evaluation after an RL
+block). The reported pair is the one with the best validation
 mean seen (ties: the earliest); its test mean@k (config.loop.eval_num_samples evaluations of
 every test task) is the run's final_test_mean. Weights that later steps would overwrite are
 saved when their pair becomes the best (orbax, workdir/vace_selected, newest only; not when
@@ -194,15 +199,14 @@ def _gated_revision(run, vace_config, episodes, weights_change_later):
       context_budget_tokens=run.search_context_tokens)
   loop.count_agent_sessions(run, archive_dir)
   validation = None
-  if candidate is not None and vace_config.gated:
-    result = loop.gate(run, current, candidate, label)
-    if result.decision.accepted:
+  if candidate is not None:   # ungated: the gate decides nothing, its log says what it cost
+    result = loop.gate(run, current, candidate, label,
+                       adopted=None if vace_config.gated else True)
+    if result.decision.accepted or not vace_config.gated:
       loop.set_incumbent(run, candidate)
       validation = result.decision.candidate_mean
     else:
       validation = result.decision.incumbent_mean
-  elif candidate is not None:
-    loop.set_incumbent(run, candidate)
   if validation is None:
     validation = _validation_mean(run, loop.incumbent(run))
   state.cycle += 1
@@ -268,13 +272,21 @@ def _rl_phase(run, vace_config):
 def run_vace(run, vace_config):
   """Runs (or resumes) the schedule of vace_config; returns the run summary."""
   state = run.state
+  schedule = vace_config.schedule
   if state.phase == "start":
     loop.maybe_evaluate(run, force=True)
-    loop.start_phase(run, "weight" if vace_config.schedule == "alternate" else "harness")
+    # The initial pair is a candidate for selection too (it wins when nothing beats it).
+    _record_pair(run, _validation_mean(run, loop.incumbent(run)), "initial",
+                 weights_change_later=schedule != "harness_only")
+    loop.start_phase(run, "harness" if schedule in ("harness_only", "harness_first")
+                     else "weight")
     loop.checkpoint(run)
-  if vace_config.schedule == "alternate":
+  if schedule == "alternate":
     _alternate(run, vace_config)
     recipe = "vace" if vace_config.gated else "ungated"
+  elif schedule == "rl_only":
+    _rl_phase(run, vace_config)
+    recipe = "rl_only"
   else:
     _harness_phase(run, vace_config,
                    weights_change_later=vace_config.schedule == "harness_first")
@@ -294,17 +306,27 @@ BEHAVIOUR_COLUMNS = ("mean_turns", "tool_calls_per_episode", "tool_call_validity
                      "source_document_opened_rate", "all_assertions_passed_rate")
 
 
+def _per_evaluation(summary):
+  means = summary.get("final_per_evaluation")
+  if not means:
+    return "–"
+  std = summary.get("final_evaluation_std")
+  return " / ".join(f"{mean:.3f}" for mean in means) + (f" ({std:.3f})" if std is not None
+                                                        else "")
+
+
 def method_table(summaries):
   """A markdown table of {method: run summary} (configs/vace.py's methods): final test mean
-  (the selected pair's), the selected pair's cycle, gates accepted / decided, GRPO steps,
+  (the selected pair's), its k evaluations' means and their standard deviation (ddof 1), the
+  selected pair's label, gates accepted / decided, GRPO steps,
   rollouts weight / harness / evaluation, and the final test evaluation's behaviour metrics
   (those of BEHAVIOUR_COLUMNS and every assertion_pass_rate_<kind> any summary has)."""
   behaviour = [summary.get("final_behaviour") or {} for summary in summaries.values()]
   names = [name for name in BEHAVIOUR_COLUMNS if any(name in b for b in behaviour)]
   names += sorted({name for b in behaviour for name in b
                    if name.startswith("assertion_pass_rate_")})
-  header = (["method", "final test mean", "selected", "gates accepted / total", "GRPO steps",
-             "rollouts w / h / e"] + names)
+  header = (["method", "final test mean", "per evaluation (std)", "selected",
+             "gates accepted / total", "GRPO steps", "rollouts w / h / e"] + names)
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for method, summary in summaries.items():
     counts = summary["counts"]
@@ -314,7 +336,8 @@ def method_table(summaries):
     chosen = summary.get("selected_by_validation")
     selected = f"{chosen['label']}" if chosen else "last"
     final = summary["final_test_mean"]
-    row = [method, "–" if final is None else f"{final:.3f}", selected, gates,
+    row = [method, "–" if final is None else f"{final:.3f}", _per_evaluation(summary),
+           selected, gates,
            str(summary["weight_steps"]),
            f"{counts['weight']} / {counts['harness']} / {counts['evaluation']}"]
     values = summary.get("final_behaviour") or {}
