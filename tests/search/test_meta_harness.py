@@ -192,6 +192,24 @@ def test_patience_stops_after_iterations_without_a_new_best(domain, tmp_path):
   assert capped.iterations == 3 and "max_iterations=3" in capped.stop_reason
 
 
+def test_a_tie_with_fewer_turns_is_accepted_but_is_no_new_best(domain, tmp_path):
+  # WHALE's patience counts iterations since the best success rate rose (SPEC 1.3).
+  topk = Proposal("patch", _block("TOPK = 1\n", "TOPK = 3\n"))           # success 3/4
+  fewer_turns = Proposal("patch", _block("MAX_TURNS = 2\n", "MAX_TURNS = 1\n"))  # same, 1 turn
+  prompts = [Proposal("patch", _block(
+      'SYSTEM_PROMPT = "Answer factual questions using search when needed."\n',
+      f'SYSTEM_PROMPT = "Answer factual questions, variant {i}."\n')) for i in range(8)]
+  proposer = ScriptedProposer([[topk], [fewer_turns]] + [[p] for p in prompts])
+  result = _search(domain, tmp_path / "archive", fakes.FakeEvaluate(), proposer,
+                   iterations=None, min_iterations=3, patience=2, max_iterations=10,
+                   candidates_per_iteration=1)
+  ids = {c.iteration: c for c in result.archive.candidates}
+  assert ids[3].success == ids[2].success and ids[3].mean_turns == 1 < ids[2].mean_turns
+  assert result.accepted.hash == ids[3].hash                     # adopted ...
+  assert result.iterations == 4                                  # ... but the last new best
+  assert "last new best in iteration 2" in result.stop_reason    # stays iteration 2
+
+
 def test_one_iteration_only_evaluates_the_incoming_harness(domain, tmp_path):
   evaluate = fakes.FakeEvaluate()
   proposer = ScriptedProposer([])

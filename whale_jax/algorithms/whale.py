@@ -18,9 +18,12 @@ training rollouts (weight + harness) shared with the baselines for equal-budget 
 a weight step starts only when its rollouts fit in what is left, and a harness phase is
 shortened so that it does not run past the rollout budget.
 
-Departures from the paper: the proposer is whale_jax's (an edit library offline, or a model
-through the generate API) instead of a coding agent; the run reports the best (weights,
-harness) pair by test mean@k as the paper does, but also the final pair.
+Proposer: as in the paper, the configs' default is the CLI coding agent (one jailed
+`claude -p` session per iteration writing the M candidates; search/cli_agent.py); the
+tool-calling agent over an OpenAI-compatible endpoint, a one-shot model proposer and the
+offline edit library (smoke runs) are the alternatives. The run reports the best (weights,
+harness) pair by test mean@k as the paper does, but also the final pair. Every paper
+setting and where a config departs: docs/paper_settings.md.
 """
 import math
 

@@ -25,8 +25,9 @@ candidates of the run; later proposals may refine any candidate. All candidates 
 sample keys (sample_keys(instances, seed)), so they are compared on the same random streams.
 
 Budgets: `iterations=I` runs I iterations (the incoming evaluation counts as the first), or
-patience: after min_iterations, stop once `patience` iterations in a row brought no new
-accepted harness; never more than max_iterations.
+patience: after min_iterations, stop once `patience` iterations in a row brought no new best
+(WHALE's rule: a success rate above the best so far; an accepted harness that only ties it
+with fewer mean turns is adopted but is no new best); never more than max_iterations.
 
 Failed proposer calls: a call that got no reply (Proposal.call_failed: the endpoint failed
 after its client's retries, or the proposer raised) is logged and counted
@@ -318,8 +319,8 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
       record(candidate, source=prepared.source, raw_output=proposal.raw_output,
              evaluation=evaluations[index])
     new_accepted = pick_accepted(_up_to(archive, iteration))
-    if new_accepted.id != accepted.id:
-      last_new_best = iteration
+    if new_accepted.success > accepted.success:  # WHALE: a higher best success rate; a tie
+      last_new_best = iteration                  # with fewer turns is adopted, not "new best"
     accepted = new_accepted
     _write_comparison(archive, iteration, accepted, last_new_best)
 
