@@ -10,3 +10,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+
+from tests import tolerance_audit  # noqa: E402  (after the environment above)
+
+tolerance_audit.install()
+
+
+def pytest_sessionfinish(session, exitstatus):
+  del session, exitstatus
+  tolerance_audit.write()
