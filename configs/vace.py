@@ -20,6 +20,18 @@ updates 5, 15, 30), up to 2 DAPO refill rounds per step, DAPO clip-higher 0.2 / 
 without a KL term, sampling at temperature 1
 and top-k 20, the proposer endpoint, the verifier tolerance (the domain's default).
 
+Harness-edit scope (SPEC 2.1: "skills and execution guidance"; config.vace.edit_scope,
+default "guidance", search/edit_scope.py): a candidate may change only the values of the
+harness's module-level literal constants: the instruction texts the model reads (SYSTEM_PROMPT,
+USER_PROMPT_TEMPLATE, where skills and guidance are written) and the execution rules
+(MAX_TURNS, MAX_RESULT_CHARS, calls per turn, ...), each to another literal. Every function
+(how the model and the tools are called, how replies are parsed, what is returned), every
+import and the set of constants stay the incumbent's, so tool semantics, the evaluator and
+the environment's rules are fixed. A candidate outside the scope is refused before it costs a
+rollout (archived as rejected, reason edit_scope), like one that fails a static check; the
+proposer's instructions say so and the edit library proposes only in-scope edits.
+edit_scope="any" lifts the restriction.
+
 Proposer (what the paper uses, SPEC 2.2): a trajectory-driven optimizer in HarnessEvolve's
 style, one candidate per round from that round's RL trajectories, its model and prompt not
 published. Here: one chat call per round (proposer "openai", one-shot) on a context built

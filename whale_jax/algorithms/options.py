@@ -20,6 +20,7 @@ from whale_jax import typed_config
 from whale_jax.sampling import api as sampling_api
 from whale_jax.sampling import engine_config
 from whale_jax.search import archive_view
+from whale_jax.search import edit_scope
 from whale_jax.search import gate
 from whale_jax.search import reward as reward_lib
 from whale_jax.train import options as train_options
@@ -31,6 +32,7 @@ RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "rl_only", "vace
 ADVANTAGE_NORMALIZATIONS = train_options.ADVANTAGE_NORMALIZATIONS
 GATE_RULES = gate.RULES
 SELECTION_RULES = ("strict", "best_of")
+MINIBATCH_UNITS = ("sample", "trajectory")
 STAGES = ("base", "sft", "grpo")
 WEIGHT_UPDATES = ("rsft", "grpo")
 
@@ -122,7 +124,10 @@ class PolicyConfig:
     optimizer: train/options.OptimizerConfig (a dict of its fields is read into one).
     grpo: train/options.GRPOConfig (used by train(..., "grpo")).
     row_length: tokens per packed row; longer samples are dropped by the caller.
-    samples_per_step: samples per optimizer step (a minibatch).
+    samples_per_step: samples per optimizer step (a minibatch), counted in minibatch_unit.
+    minibatch_unit: what samples_per_step counts in RSFT minibatches: "sample" (one per
+      completion of an LLM call) or "trajectory" (every sample of that many episodes, as
+      verl's SFT minibatch counts sequences, one per multi-turn trajectory: WHALE's 64).
     num_microbatches: gradient accumulation steps per optimizer step.
     rsft_temperature: temperature of the RSFT log-likelihood (the rollout temperature).
     seed: seeds the minibatch shuffling.
@@ -133,6 +138,7 @@ class PolicyConfig:
   grpo: train_options.GRPOConfig = train_options.GRPOConfig()
   row_length: int = 1024
   samples_per_step: int = 64
+  minibatch_unit: str = "sample"
   num_microbatches: int = 1
   rsft_temperature: float = 1.0
   seed: int = 0
@@ -149,6 +155,7 @@ class PolicyConfig:
     if not isinstance(self.samples_per_step, int) or self.samples_per_step < 1:
       raise ValueError(f"config.training.samples_per_step={self.samples_per_step!r} must be "
                        "a positive int.")
+    _one_of("config.training.minibatch_unit", self.minibatch_unit, MINIBATCH_UNITS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,16 +184,19 @@ class WhaleConfig:
 @dataclasses.dataclass(frozen=True)
 class VaceConfig:
   """config.vace keys (schedule: algorithms/vace.py's alternate, harness_only, harness_first
-  or rl_only)."""
+  or rl_only; edit_scope: what a harness candidate may change, search/edit_scope.py:
+  "guidance", the paper's skills and execution guidance, or "any")."""
   num_cycles: int = 4
   block_steps: int = 10
   gated: bool = True
   budget_rollouts: int = 0
   schedule: str = "alternate"
+  edit_scope: str = "guidance"
 
   def __post_init__(self):
     _one_of("config.vace.schedule", self.schedule,
             ("alternate", "harness_only", "harness_first", "rl_only"))
+    _one_of("config.vace.edit_scope", self.edit_scope, edit_scope.SCOPES)
     _at_least("config.vace.num_cycles", self.num_cycles, 1)
     _at_least("config.vace.block_steps", self.block_steps, 1)
     _at_least("config.vace.budget_rollouts", self.budget_rollouts, 0)

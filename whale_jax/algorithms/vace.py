@@ -196,7 +196,7 @@ def _gated_revision(run, vace_config, episodes, weights_change_later):
   candidate, _ = single_proposal.propose_one(
       current, loop.bind_proposer(run, archive_dir, loop.make_evaluate(run)), run.domain,
       archive_dir, episodes=episodes, iteration=state.cycle + 2,
-      context_budget_tokens=run.search_context_tokens)
+      context_budget_tokens=run.search_context_tokens, edit_scope=vace_config.edit_scope)
   loop.count_agent_sessions(run, archive_dir)
   validation = None
   if candidate is not None:   # ungated: the gate decides nothing, its log says what it cost
@@ -343,4 +343,49 @@ def method_table(summaries):
     values = summary.get("final_behaviour") or {}
     row += [f"{values[name]:.3f}" if name in values else "–" for name in names]
     lines.append("| " + " | ".join(row) + " |")
+  return "\n".join(lines)
+
+
+def _gate_counts(decisions):
+  """(accepted, rejected, ties) of gate records: a tie is an equal validation mean."""
+  accepted = sum(d["accepted"] for d in decisions)
+  ties = sum(not d["accepted"] and d["mean_difference"] == 0 for d in decisions)
+  return accepted, len(decisions) - accepted - ties, ties
+
+
+def gate_log_summary(summaries, gated="vace", ungated="ungated"):
+  """Markdown lines summarising the gate logs of {method: run summary}: per method with
+  gates, how many candidates the gate accepted, rejected and tied (and how many it adopted);
+  then each of the gated method's rejections (the validation points the candidate would
+  have cost there) and each adoption by the ungated method of a candidate its own gate
+  refused (what that adoption cost it on validation, the same comparison at its weights),
+  marking the candidates both runs proposed."""
+  lines = ["| method | gates | accepted | rejected | ties | adopted |", "|---|---|---|---|---|---|"]
+  for method, summary in summaries.items():
+    decisions = summary.get("gate_decisions") or []
+    if decisions:
+      accepted, rejected, ties = _gate_counts(decisions)
+      adopted = sum(d.get("adopted", d["accepted"]) for d in decisions)
+      lines.append(f"| {method} | {len(decisions)} | {accepted} | {rejected} | {ties} | "
+                   f"{adopted} |")
+  gated_decisions = (summaries.get(gated) or {}).get("gate_decisions") or []
+  ungated_decisions = (summaries.get(ungated) or {}).get("gate_decisions") or []
+  ungated_by_hash = {d.get("candidate_hash"): d for d in ungated_decisions}
+  gated_hashes = {d.get("candidate_hash") for d in gated_decisions}
+  for d in gated_decisions:
+    if d["accepted"] or d["mean_difference"] == 0:
+      continue
+    twin = ungated_by_hash.get(d.get("candidate_hash"))
+    note = (f"; {ungated} adopted the same candidate at {twin['label']} "
+            f"({100 * twin['mean_difference']:+.1f} points there)" if twin else
+            f"; {ungated} never proposed it")
+    lines.append(f"\n{gated} rejected {d['label']}: {100 * d['mean_difference']:+.1f} "
+                 f"validation points had it been adopted{note}")
+  for d in ungated_decisions:
+    if d.get("adopted") and not d["accepted"]:
+      shared = " (also proposed to the gated run)" if d.get("candidate_hash") in gated_hashes \
+          else ""
+      why = "a tie" if d["mean_difference"] == 0 else "a loss"
+      lines.append(f"\n{ungated} adopted {d['label']}{shared}, which its gate refused "
+                   f"({why}): {100 * d['mean_difference']:+.1f} validation points")
   return "\n".join(lines)

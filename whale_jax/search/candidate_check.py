@@ -18,6 +18,8 @@ Steps, each of which may refuse the proposal with a reason code:
                    line limit, imports, forbidden names); static_check lists the failures.
   prompt_only      prompt-only mode: it changes more than the prompt strings of the reference
                    (whale_jax.search.prompt_only).
+  edit_scope       it changes more than the edit scope allows of the reference
+                   (whale_jax.search.edit_scope; VACE's "guidance": constants' values only).
 Used by Meta-Harness search and by recipes that gate single candidates (VACE, Harness
 Learning). Duplicates of archived programs are the archive's business (meta_harness).
 
@@ -32,6 +34,7 @@ from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.search import archive as archive_lib
+from whale_jax.search import edit_scope as edit_scope_lib
 from whale_jax.search import prompt_only
 
 
@@ -90,12 +93,14 @@ def _apply(proposal, parent_source):
 
 def prepare_candidate(proposal, parent_source,
                       allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
-                      max_lines=static_checks.DEFAULT_MAX_LINES, prompt_only_reference=None):
+                      max_lines=static_checks.DEFAULT_MAX_LINES, prompt_only_reference=None,
+                      edit_scope="any"):
   """Applies a Proposal to parent_source and checks the result (see the module docstring).
 
   Args:
     prompt_only_reference: in prompt-only mode, the source whose code must be kept (the
       incoming harness); None allows any change.
+    edit_scope: one of edit_scope.SCOPES, checked against parent_source.
   """
   source, origin, report, reasons = _apply(proposal, parent_source)
   if source is None:
@@ -109,6 +114,9 @@ def prepare_candidate(proposal, parent_source,
     problem = prompt_only.check_prompt_only(prompt_only_reference, source)
     if problem:
       return PreparedCandidate(source, origin, report, (reason("prompt_only", problem),))
+  problem = edit_scope_lib.check_scope(edit_scope, parent_source, source)
+  if problem:
+    return PreparedCandidate(source, origin, report, (reason("edit_scope", problem),))
   return PreparedCandidate(source, origin, report)
 
 

@@ -46,6 +46,7 @@ import textwrap
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.search import archive_view
+from whale_jax.search import edit_scope as edit_scope_lib
 from whale_jax.search import prompt_only as prompt_only_lib
 from whale_jax.search import proposal as proposal_lib
 
@@ -76,6 +77,10 @@ Rules:
 FULL_MODE_RULE = "- You may change any part of the program."
 PROMPT_ONLY_RULE = ("- Prompt-only mode: change only the text of the prompt strings "
                     "({names}); every other line must stay exactly as it is.")
+GUIDANCE_RULE = ("- Skills and execution guidance only: change only the values of the "
+                 "module-level constants ({names}) to other literal values (instructions, "
+                 "skills as text, turn and length budgets); keep every function, import and "
+                 "statement, and add or remove no constant.")
 MESSAGE_OVERHEAD_TOKENS = 8
 CHARS_PER_TOKEN = 4
 MIN_SECTION_TOKENS = 48
@@ -98,11 +103,15 @@ def count_message_tokens(messages, tokenizer=None):
 
 
 def instructions(allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
-                 max_lines=static_checks.DEFAULT_MAX_LINES, prompt_names=None):
-  """The system message: INSTRUCTIONS filled in (prompt_names set means prompt-only mode)."""
+                 max_lines=static_checks.DEFAULT_MAX_LINES, prompt_names=None,
+                 constant_names=None):
+  """The system message: INSTRUCTIONS filled in (prompt_names set means prompt-only mode,
+  constant_names the "guidance" edit scope)."""
   mode_rule = FULL_MODE_RULE
   if prompt_names is not None:
     mode_rule = PROMPT_ONLY_RULE.format(names=", ".join(prompt_names) or "none")
+  elif constant_names is not None:
+    mode_rule = GUIDANCE_RULE.format(names=", ".join(constant_names) or "none")
   allowed = textwrap.fill(", ".join(allowed_imports) + ".", width=92, initial_indent="  ",
                           subsequent_indent="  ")
   return INSTRUCTIONS.format(max_lines=max_lines, allowed_imports=allowed,
@@ -131,6 +140,7 @@ class ProposerContext:
       phase, e.g. "cycle_002"); proposers fold it into their seeds, so a later search that
       starts from the same harness draws afresh instead of repeating an earlier one.
     prompt_only: whether only prompt strings may change.
+    edit_scope: what a candidate may change (search/edit_scope.SCOPES).
     allowed_imports, max_lines: the static-check limits candidates must meet.
   """
   domain_name: str
@@ -146,6 +156,7 @@ class ProposerContext:
   recent_mechanisms: tuple = ()
   session: str = ""
   prompt_only: bool = False
+  edit_scope: str = "any"
   allowed_imports: tuple = static_checks.DEFAULT_ALLOWED_IMPORTS
   max_lines: int = static_checks.DEFAULT_MAX_LINES
 
@@ -286,7 +297,7 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
                   allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS,
                   max_lines=static_checks.DEFAULT_MAX_LINES, num_failing=5, num_succeeding=2,
                   num_best=3, num_recent=6, episodes=None, session="", references=None,
-                  withheld=()):
+                  withheld=(), edit_scope="any"):
   """The ProposerContext for one iteration (see the module docstring).
 
   Args:
@@ -303,7 +314,9 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
   incumbent_source = archive.source(incumbent_id)
   incumbent = program.Harness(incumbent_source, parent=None, origin=incumbent_record.origin)
   names = prompt_only_lib.prompt_names(incumbent_source) if prompt_only else None
-  system = instructions(allowed_imports, max_lines, names)
+  constants = (edit_scope_lib.constant_names(incumbent_source) if edit_scope == "guidance"
+               else None)
+  system = instructions(allowed_imports, max_lines, names, constants)
   scores = (f"success {incumbent_record.success:.3f}, mean turns "
             f"{incumbent_record.mean_turns:.2f}" if incumbent_record.success is not None
             else "not scored")
@@ -371,5 +384,6 @@ def build_context(archive, incumbent_id, domain_name, description, iteration, bu
       num_tokens=count_message_tokens(messages, tokenizer), budget_tokens=budget_tokens,
       instruction_version=INSTRUCTIONS_VERSION, instruction_hash=instruction_hash(system),
       known_hashes=archive.known_hashes(), recent_mechanisms=tuple(recent[-num_recent:]),
-      session=session, prompt_only=prompt_only, allowed_imports=tuple(allowed_imports),
+      session=session, prompt_only=prompt_only, edit_scope=edit_scope,
+      allowed_imports=tuple(allowed_imports),
       max_lines=max_lines)

@@ -50,6 +50,7 @@ from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.search import edit_mechanisms
+from whale_jax.search import edit_scope
 from whale_jax.search import prompt_only
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.search import seeds as seeds_lib
@@ -132,6 +133,8 @@ class EditLibraryProposer:
         continue
       if context.prompt_only and (not prompt_safe or prompt_only.check_prompt_only(
           incumbent.source, new_source) is not None):
+        continue
+      if edit_scope.check_scope(context.edit_scope, incumbent.source, new_source):
         continue
       seen.add(new_hash)
       usable.append(option)

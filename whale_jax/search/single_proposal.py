@@ -37,8 +37,10 @@ def _block_evaluation(episodes):
 
 def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration=2,
                 context_budget_tokens=16_000, tokenizer=None,
-                max_lines=static_checks.DEFAULT_MAX_LINES, prompt_only=False):
-  """Asks the proposer for one candidate derived from incumbent; returns (Harness|None, record)."""
+                max_lines=static_checks.DEFAULT_MAX_LINES, prompt_only=False, edit_scope="any"):
+  """Asks the proposer for one candidate derived from incumbent; returns (Harness|None, record).
+  edit_scope: what a candidate may change (search/edit_scope.py); one out of scope is refused
+  (archived as rejected, reason edit_scope) like one that fails a static check."""
   archive = archive_lib.Archive(archive_dir)
   episodes = list(episodes)
   if not archive.candidates:
@@ -59,7 +61,7 @@ def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration
           archive, parent.id, domain.name, domain.description, iteration,
           context_budget_tokens, tokenizer=tokenizer, prompt_only=prompt_only,
           allowed_imports=domain.allowed_imports, max_lines=max_lines,
-          episodes=episodes or None)
+          episodes=episodes or None, edit_scope=edit_scope)
       proposals = proposal_lib.safe_propose(proposer, context, 1)
       proposal = proposals[0] if proposals else proposal_lib.failed(
           "The proposer returned no proposal.")
@@ -69,7 +71,8 @@ def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration
         archive_lib.write_json_atomically(archive.path(PROPOSAL_FILE), meta)
     prepared = candidate_check.prepare_candidate(
         proposal, incumbent.source, domain.allowed_imports, max_lines,
-        prompt_only_reference=incumbent.source if prompt_only else None)
+        prompt_only_reference=incumbent.source if prompt_only else None,
+        edit_scope=edit_scope)
     record = candidate_check.archive_record(
         archive, proposal, prepared, iteration=iteration, index=0, parent=parent.id,
         proposer=getattr(proposer, "name", ""), instruction_version=meta["instruction_version"],
