@@ -18,10 +18,21 @@ the same questions.
       --workdir=runs/demo1
   python -m whale_jax.main --config=configs/demo.py:in_process --workdir=runs/demo_model
   python -m whale_jax.main --config=configs/demo.py:smoke --workdir=/tmp/demo_smoke
+  python -m whale_jax.main --config=configs/demo.py:vace --workdir=runs/demo_vace
+  python -m whale_jax.main --config=configs/demo.py:vace,smoke --workdir=/tmp/vace_smoke
 
 Variants: "in_process" proposes harness edits with the solver itself (a tiny model writes
 poor patches; it shows the wiring), "openai" with an OpenAI-compatible endpoint
 (--config.search.base_url=..., --config.search.model=..., key in PROPOSER_API_KEY).
+
+"vace": VACE's claim on the same world, solver, seed harness and edit library (vace()
+below): VACE (GRPO blocks, one edit-library candidate per block from the block's own
+trajectories, gated on the validation split at the updated weights), the ungated alternation
+(VACE's "WHALE-style": every candidate adopted, the gate still logged), rl_only (the same
+GRPO blocks under h0) and vace_harness_only (the same gated candidates at the start weights,
+from diagnostic batches), each from the same (weights, h0) with the same rollout cap, each
+reporting its best-validation pair (the initial pair included), test mean@3 on the same 300
+questions with paired differences, and the gate log summarised.
 """
 import ml_collections
 
@@ -63,7 +74,9 @@ def get_config(arg: str = ""):
   # write code (in_process, openai) are untrusted: those variants refuse to run unconfined.
   config.runtime = dict(num_workers=16, timeout_seconds=60.0, allow_weak_sandbox=True)
   config.mesh = dict(data=1, num_devices=1)
-  args = presets.parse_args(arg, ("in_process", "openai", "smoke"), "configs/demo.py")
+  args = presets.parse_args(arg, ("in_process", "openai", "smoke", "vace"), "configs/demo.py")
+  if "vace" in args:
+    vace(config)
   if "in_process" in args or "openai" in args:
     config.runtime.allow_weak_sandbox = False
   if "in_process" in args:
@@ -73,7 +86,9 @@ def get_config(arg: str = ""):
     config.search = dict(proposer="openai", base_url="http://localhost:8000/v1",
                          model="proposer", api_key_env="PROPOSER_API_KEY",
                          sampling=dict(max_tokens=8192, temperature=1.0))
-  if "smoke" in args:
+  if "smoke" in args and "vace" in args:
+    vace_smoke(config)
+  elif "smoke" in args:
     config.domain.split_sizes = {"weight": 16, "harness": 4, "validation": 4, "test": 8}
     config.loop.update(prompt_batch=4, num_samples=2, eval_num_samples=1,
                        eval_interval_rollouts=0)
@@ -81,3 +96,36 @@ def get_config(arg: str = ""):
     config.baseline.budget_rollouts = 48
     config.runtime.num_workers = 2
   return config
+
+
+VACE_CYCLES = 4        # gated revisions (harness candidates) per run
+VACE_BLOCK_STEPS = 3   # GRPO steps per block: 4 x 3 = 12 updates for vace, ungated, rl_only
+
+
+def vace(config):
+  """VACE's methods on the demo's world (module docstring). GRPO as configs/vace.py runs it:
+  groups of 8, advantages (r - mean) / std, DAPO's filtering of zero-advantage groups with
+  up to 2 refill rounds, clip 0.2 / 0.28, no KL term; 16 prompts per step (the demo's size,
+  not the paper's 32). The validation split (48 questions) is the gate's and the selection's;
+  the harness split is unused (VACE proposes from the block's trajectories, harness_only from
+  a diagnostic batch of 16 x 8 weight-split episodes). Every method stops at the demo's
+  2,048 training rollouts (weight + harness, gates and validations included) or after
+  VACE_CYCLES cycles; test mean@3 (3 evaluations, as the paper) at the start and the end."""
+  config.methods = ("vace", "ungated", "rl_only", "vace_harness_only")
+  config.domain.split_sizes = {"weight": -1, "harness": 0, "validation": 48, "test": 300}
+  config.training.grpo = dict(clip_epsilon=0.2, clip_epsilon_high=0.28, kl_weight=0.0)
+  config.loop.update(prompt_batch=16, num_samples=8, advantage_normalization="grpo",
+                     filter_zero_advantage=True, max_refill_rounds=2, search_iterations=2,
+                     candidates_per_iteration=1, eval_num_samples=3, eval_interval_rollouts=0,
+                     gate_rule="strict", checkpoint_every_steps=VACE_BLOCK_STEPS)
+  config.vace = dict(num_cycles=VACE_CYCLES, block_steps=VACE_BLOCK_STEPS,
+                     budget_rollouts=BUDGET_ROLLOUTS)
+
+
+def vace_smoke(config):
+  """The vace variant at test size: 2 cycles of 1-step blocks on a few questions."""
+  config.domain.split_sizes = {"weight": 16, "harness": 0, "validation": 4, "test": 6}
+  config.loop.update(prompt_batch=2, num_samples=4, eval_num_samples=2,
+                     checkpoint_every_steps=1)
+  config.vace = dict(num_cycles=2, block_steps=1, budget_rollouts=BUDGET_ROLLOUTS)
+  config.runtime.num_workers = 2

@@ -119,6 +119,9 @@ def run(config, workdir, show_progress=True):
     if jax.process_index() == 0:  # the methods side by side, as far as they have come
       report.try_write_report(workdir)
   table = comparison_table(summaries)
+  if all(experiment_config.RECIPE_PRESETS.get(m, ("",))[0] == "vace" for m in summaries):
+    table += ("\n\n" + vace.method_table(summaries) + "\n\nGate decisions:\n\n" +
+              vace.gate_log_summary(summaries))
   curves = {method: summary["curve"] for method, summary in summaries.items()}
   if jax.process_index() == 0:
     run_log.plot_best_so_far(curves, os.path.join(workdir, "best_so_far.png"))
