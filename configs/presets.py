@@ -44,7 +44,7 @@ def smoke(config):
   config.training.optimizer = dict(learning_rate=1e-3, warmup_steps=0)
   config.loop.update(prompt_batch=4, num_samples=2, search_iterations=2,
                      candidates_per_iteration=2, eval_num_samples=1, eval_interval_rollouts=0,
-                     score_threshold=-1.0)
+                     eval_interval_epochs=0.0, score_threshold=-1.0)
   config.runtime = dict(num_workers=2, timeout_seconds=30.0, allow_weak_sandbox=False)
   config.mesh = dict(data=1, num_devices=1)
   return config
@@ -77,7 +77,7 @@ def tiny(config, split_sizes, model=None, max_tokens=48):
   config.training.optimizer = dict(learning_rate=1e-3, warmup_steps=0)
   config.loop.update(prompt_batch=4, num_samples=2, search_iterations=2,
                      candidates_per_iteration=2, eval_num_samples=1, eval_interval_rollouts=0,
-                     checkpoint_every_steps=1)
+                     eval_interval_epochs=0.0, checkpoint_every_steps=1)
   if config.search.get("proposer") in ("openai", "agentic"):
     config.search.base_url = TINY_ENDPOINT
     config.search.sampling = dict(config.search.sampling, max_tokens=64)

@@ -113,8 +113,9 @@ def get_config(arg: str = "searchqa"):
   # max_cache_length: the longest prompt + max_tokens of one llm call. Twice the row length
   # (samples longer than a row are not trained on); the model's own 262,144 positions for 256
   # slots would be a KV cache that fits no v6e-8 or v5e-16 chip (docs/pod_memory.md).
+  # SFT minibatch 64 trajectories (verl counts one sequence per multi-turn episode).
   config.training = dict(optimizer=dict(learning_rate=1e-7, warmup_steps=0), row_length=16_384,
-                         samples_per_step=64, num_microbatches=8,
+                         samples_per_step=64, minibatch_unit="trajectory", num_microbatches=8,
                          sampler=dict(max_slots=256, steps_per_call=64, max_cache_length=32_768))
   config.loop = dict(seed=0, prompt_batch=256, num_samples=8, score_threshold=0.5,
                      sft_epochs=1, search_iterations=6, candidates_per_iteration=3,

@@ -224,3 +224,39 @@ def test_summary_keeps_the_best_evaluations_per_subset_beside_the_final_ones():
   summary = loop.summary(run, "whale")
   assert summary["best_per_subset"] == {"nq": 0.9}
   assert summary["final_per_subset"] == {"nq": 0.2}
+
+
+def _two_call_trajectory(task_id):
+  call = lambda: trajectory_lib.LLMCall(
+      method="chat", messages=[], prompt=None, prompt_token_ids=[1, 2], sampling={},
+      completions=[trajectory_lib.RecordedCompletion([3, 4], [-0.1, -0.2], "x", "stop")],
+      started_seconds=0.0, duration_seconds=0.0)
+  return trajectory_lib.Trajectory(f"{task_id}#0", task_id, "h", "ok", answer="",
+                                   calls=[call(), call()])
+
+
+def test_rsft_minibatches_count_trajectories_as_whale_does():
+  from whale_jax.algorithms import policy as policy_lib  # pylint: disable=import-outside-toplevel
+  from whale_jax.algorithms import samples as samples_lib  # pylint: disable=import-outside-toplevel
+  samples, dropped, groups = samples_lib.from_trajectories(
+      [_two_call_trajectory("a"), _two_call_trajectory("b"), _two_call_trajectory("c")],
+      with_groups=True)
+  assert (len(samples), dropped, groups) == (6, 0, [0, 0, 1, 1, 2, 2])   # a sample per call
+
+  def minibatches(unit, groups):
+    policy = types.SimpleNamespace(config=options.PolicyConfig(samples_per_step=2,
+                                                                minibatch_unit=unit),
+                                   num_updates=0)
+    return policy_lib.Policy.minibatches(policy, 6, 0, groups)
+  # 2 trajectories per minibatch: 4 + 2 samples, each trajectory's calls together.
+  batches = minibatches("trajectory", groups)
+  assert sorted(len(b) for b in batches) == [2, 4]
+  assert sorted(i for b in batches for i in b) == list(range(6))
+  assert all({groups[i] for i in b} and len(b) == 2 * len({groups[i] for i in b})
+             for b in batches)
+  # 2 samples (LLM calls) per minibatch: 3 minibatches; the same without groups.
+  assert [len(b) for b in minibatches("sample", groups)] == [2, 2, 2]
+  assert [len(b) for b in minibatches("trajectory", None)] == [2, 2, 2]
+  with pytest.raises(ValueError, match=r"config\.training\.minibatch_unit='episode'"):
+    options.PolicyConfig(minibatch_unit="episode")
+  assert whale_config.get_config("searchqa").training.minibatch_unit == "trajectory"

@@ -376,8 +376,10 @@ def rsft_step(run, harness):
   batch = _collect_weight_batch(run, harness)
   kept = [trajectory for _, trajectory, score in batch.flat()
           if score > run.loop.score_threshold and trajectory.ok]
-  samples, dropped = samples_lib.from_trajectories(kept, max_length=run.policy.config.row_length)
-  history = run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs) if samples else []
+  samples, dropped, groups = samples_lib.from_trajectories(
+      kept, max_length=run.policy.config.row_length, with_groups=True)
+  history = (run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
+             if samples else [])
   return _finish_weight_step(run, "rsft", batch, history, {
       "accepted": len(kept), "accept_rate": len(kept) / max(batch.num_rollouts, 1),
       "samples": len(samples), "dropped_samples": dropped})

@@ -32,6 +32,7 @@ RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "rl_only", "vace
 ADVANTAGE_NORMALIZATIONS = train_options.ADVANTAGE_NORMALIZATIONS
 GATE_RULES = gate.RULES
 SELECTION_RULES = ("strict", "best_of")
+MINIBATCH_UNITS = ("sample", "trajectory")
 STAGES = ("base", "sft", "grpo")
 WEIGHT_UPDATES = ("rsft", "grpo")
 
@@ -123,7 +124,10 @@ class PolicyConfig:
     optimizer: train/options.OptimizerConfig (a dict of its fields is read into one).
     grpo: train/options.GRPOConfig (used by train(..., "grpo")).
     row_length: tokens per packed row; longer samples are dropped by the caller.
-    samples_per_step: samples per optimizer step (a minibatch).
+    samples_per_step: samples per optimizer step (a minibatch), counted in minibatch_unit.
+    minibatch_unit: what samples_per_step counts in RSFT minibatches: "sample" (one per
+      completion of an LLM call) or "trajectory" (every sample of that many episodes, as
+      verl's SFT minibatch counts sequences, one per multi-turn trajectory: WHALE's 64).
     num_microbatches: gradient accumulation steps per optimizer step.
     rsft_temperature: temperature of the RSFT log-likelihood (the rollout temperature).
     seed: seeds the minibatch shuffling.
@@ -134,6 +138,7 @@ class PolicyConfig:
   grpo: train_options.GRPOConfig = train_options.GRPOConfig()
   row_length: int = 1024
   samples_per_step: int = 64
+  minibatch_unit: str = "sample"
   num_microbatches: int = 1
   rsft_temperature: float = 1.0
   seed: int = 0
@@ -150,6 +155,7 @@ class PolicyConfig:
     if not isinstance(self.samples_per_step, int) or self.samples_per_step < 1:
       raise ValueError(f"config.training.samples_per_step={self.samples_per_step!r} must be "
                        "a positive int.")
+    _one_of("config.training.minibatch_unit", self.minibatch_unit, MINIBATCH_UNITS)
 
 
 @dataclasses.dataclass(frozen=True)

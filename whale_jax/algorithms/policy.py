@@ -18,7 +18,9 @@ holds the full weights once more, for decoding; nothing passes through host memo
 
 Minibatches: samples are shuffled (seeded by the policy's seed and step) and cut into
 minibatches of samples_per_step samples, one optimizer step each (RSFT's "SFT minibatch";
-one pass over the samples = one SFT epoch). Each minibatch is packed into rows of row_length
+one pass over the samples = one SFT epoch); with minibatch_unit "trajectory" and the samples'
+groups (their episodes) given, the episodes are shuffled and each minibatch holds every
+sample of samples_per_step episodes. Each minibatch is packed into rows of row_length
 tokens; the row count is rounded up to a power of two (and to the data-parallel size) so the
 step compiles for few shapes.
 
@@ -140,14 +142,19 @@ class Policy:
           learning_rate_schedule=optimizer_lib.learning_rate_schedule(self.optimizer_config))
     return self._steps[loss]
 
-  def train(self, samples, loss="rsft", epochs=1):
+  def train(self, samples, loss="rsft", epochs=1, groups=None):
     """Optimizer steps over the samples; returns their metrics.
 
-    "rsft": epochs passes of minibatches. "grpo": grpo_update.update (module docstring); its
+    "rsft": epochs passes of minibatches (groups: each sample's episode, used when
+    config.minibatch_unit is "trajectory"). "grpo": grpo_update.update (module docstring); its
     passes are config.training.grpo.ppo_epochs, so epochs must be 1.
     Returns:
       a list with one dict of float metrics per optimizer step (empty if there were none).
     """
+    if groups is not None and len(groups) != len(samples):
+      raise ValueError(f"train(): {len(groups)} groups for {len(samples)} samples.")
+    if groups is not None:
+      groups = [g for g, s in zip(groups, samples) if len(s.token_ids) <= self.config.row_length]
     samples = [s for s in samples if len(s.token_ids) <= self.config.row_length]
     if loss == "grpo" and epochs != 1:
       raise ValueError(f"train(..., 'grpo', epochs={epochs}): GRPO passes over a batch are "
@@ -160,7 +167,7 @@ class Policy:
       if loss == "grpo":
         history = self._train_grpo(step, samples)
       else:
-        self._train_epochs(step, samples, epochs, history)
+        self._train_epochs(step, samples, epochs, history, groups)
     finally:  # once per call: on a multi-host mesh this gathers the weights
       self.sampler.update_params(self._sampler_params(self.state["params"]))
     return history
@@ -177,13 +184,27 @@ class Policy:
         seed=seeds_lib.derive_seed(self.config.seed, "minibatch_order", self.num_updates))
     return history
 
-  def _train_epochs(self, step, samples, epochs, history):
+  def minibatches(self, num_samples, epoch, groups=None):
+    """[[sample index]] of one pass: samples_per_step samples each, or with groups and
+    minibatch_unit "trajectory", every sample of samples_per_step groups (in sample order)."""
+    rng = np.random.default_rng(seeds_lib.derive_seed(
+        self.config.seed, "minibatch_order", self.num_updates, epoch))
+    size = self.config.samples_per_step
+    if groups is None or self.config.minibatch_unit == "sample":
+      order = rng.permutation(num_samples)
+      return [list(order[start:start + size]) for start in range(0, num_samples, size)]
+    names = sorted(set(groups))
+    order = [names[i] for i in rng.permutation(len(names))]
+    batches = []
+    for start in range(0, len(order), size):
+      chosen = set(order[start:start + size])
+      batches.append([i for i, group in enumerate(groups) if group in chosen])
+    return batches
+
+  def _train_epochs(self, step, samples, epochs, history, groups=None):
     for epoch in range(epochs):
-      rng = np.random.default_rng(seeds_lib.derive_seed(
-          self.config.seed, "minibatch_order", self.num_updates, epoch))
-      order = rng.permutation(len(samples))
-      for start in range(0, len(samples), self.config.samples_per_step):
-        chunk = [samples[i] for i in order[start:start + self.config.samples_per_step]]
+      for indices in self.minibatches(len(samples), epoch, groups):
+        chunk = [samples[i] for i in indices]
         batch, _ = packing.pack(chunk, self.config.row_length)
         rows = _round_rows(batch["tokens"].shape[0], self._row_multiple)
         if rows != batch["tokens"].shape[0]:

@@ -11,7 +11,11 @@ so prompt text, tool outputs and earlier turns (which reappear inside later prom
 trained on. Sampled completions keep the sampler's token ids and logprobs exactly (never
 re-tokenized from text); a demonstration is tokenized from its text and ends with the
 tokenizer's end-of-turn token. Every model call of a trajectory becomes one sample per
-completion; a sample longer than max_length is dropped (and counted).
+completion; a sample longer than max_length is dropped (and counted). So samples are LLM
+calls, not trajectories: RSFT's minibatch (config.training.samples_per_step) counts samples
+unless config.training.minibatch_unit is "trajectory", where it counts episodes (their
+samples stay together: from_trajectories(..., with_groups=True) gives each sample's episode),
+as WHALE's verl SFT minibatch of 64 counts one sequence per multi-turn trajectory.
 """
 import numpy as np
 
@@ -52,15 +56,17 @@ def from_trajectory(trajectory, advantage=0.0, max_length=None):
   return samples, dropped
 
 
-def from_trajectories(trajectories, advantages=None, max_length=None):
-  """Samples of many trajectories (advantages: one per trajectory, default 0)."""
-  samples, dropped = [], 0
+def from_trajectories(trajectories, advantages=None, max_length=None, with_groups=False):
+  """(samples, num_dropped) of many trajectories (advantages: one per trajectory, default 0);
+  with_groups: (samples, num_dropped, [index of each sample's trajectory])."""
+  samples, dropped, groups = [], 0, []
   for i, trajectory in enumerate(trajectories):
     advantage = 0.0 if advantages is None else advantages[i]
     new, new_dropped = from_trajectory(trajectory, advantage, max_length)
     samples += new
+    groups += [i] * len(new)
     dropped += new_dropped
-  return samples, dropped
+  return (samples, dropped, groups) if with_groups else (samples, dropped)
 
 
 def group_advantages(rewards, normalization, filter_zero_advantage):
