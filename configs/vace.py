@@ -65,6 +65,10 @@ summary.json's final_per_evaluation, final_evaluation_std). The
 AutomationBench split is drawn per domain (Table 1: HR 26/15/24, Marketing 27/22/23,
 Finance 27/21/24 train/validation/test); the paper does not say how, so each domain's tasks
 are drawn by a seeded shuffle of their own (a guess; tasks/toolflow_files.split_by_domain).
+Tasks whose app state or assertions whale_jax does not support are left out before that draw
+(unsupported="skip"); at load time one log line per domain says how many and why, and
+summary.json's domain_counters hold dropped_tasks_<domain> and dropped_reasons_<domain>. The
+test mean per domain is summary.json's final_per_domain (and a column of the methods table).
 The smoke variant splits its generated tasks per domain too (5/2/2 of each); tiny splits
 the pooled file (TINY_SPLITS).
 

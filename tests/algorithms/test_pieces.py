@@ -163,3 +163,11 @@ def test_comparison_table_reports_paired_differences():
   assert "| whale | 0.625 | 0.625 | 6 | 4 | 2 | 6 |" in table
   # mean 0.25; sample std of (0.5, 0, 1, -0.5) = 0.6455; / sqrt(4) = 0.3227
   assert "whale - harness_only: +25.0 points (paired standard error 32.3 over 4 test " in table
+
+
+def test_test_means_per_task_domain_by_hand():
+  instances = [types.SimpleNamespace(id=i, public={"domain": d})
+               for i, d in (("t1", "hr"), ("t2", "finance"), ("t3", "hr"))]
+  per_task = {"t1": 1.0, "t2": 0.25, "t3": 0.5}
+  assert loop.per_domain_means(instances, per_task) == {"finance": 0.25, "hr": 0.75}
+  assert loop.per_domain_means([types.SimpleNamespace(id="q", public={})], {"q": 1.0}) == {}

@@ -170,7 +170,7 @@ class LoopState:
     cursor: weight-split instances handed out so far (next_prompts).
     next_eval_rollouts: training rollouts at which the next test evaluation is due.
     evaluations: one record per test evaluation, the dict evaluate_test returns (rollouts,
-      test_mean, weights_id, harness_hash, cycle, label, per_task, per_subset,
+      test_mean, weights_id, harness_hash, cycle, label, per_task, per_subset, per_domain,
       per_evaluation).
     phase_rewards: mean training reward of each weight step of the current phase.
     gate_decisions: one GateRecord per validation gate.
@@ -606,6 +606,7 @@ def evaluate_test(run, harness=None, label=""):
             "cycle": run.state.cycle, "weight_steps": run.state.weight_steps, "label": label,
             "per_task": per_task,
             "per_subset": per_subset_means(per_task),
+            "per_domain": per_domain_means(batch.instances, per_task),
             "per_evaluation": batch.per_sample_means()}
   if jax.process_index() == 0:  # every test episode, so behaviour metrics can be recomputed
     trajectory_lib.write_records(
@@ -635,6 +636,17 @@ def per_subset_means(per_task):
     if separator:
       groups.setdefault(subset, []).append(mean)
   return {subset: float(np.mean(means)) for subset, means in sorted(groups.items())}
+
+
+def per_domain_means(instances, per_task):
+  """{domain: mean of its tasks' means} for instances whose public fields name a "domain"
+  (AutomationBench's hr, marketing, finance, whose task ids do not); {} when none do."""
+  groups = {}
+  for instance in instances:
+    domain = (getattr(instance, "public", None) or {}).get("domain")
+    if isinstance(domain, str) and instance.id in per_task:
+      groups.setdefault(domain, []).append(per_task[instance.id])
+  return {domain: float(np.mean(means)) for domain, means in sorted(groups.items())}
 
 
 def evaluation_std(per_evaluation):
@@ -696,6 +708,7 @@ def summary(run, recipe):
           "curve": [(r["rollouts"], r["test_mean"]) for r in run.state.evaluations],
           "final_per_task": final["per_task"] if final else {},
           "final_per_subset": final.get("per_subset", {}) if final else {},
+          "final_per_domain": final.get("per_domain", {}) if final else {},
           "best_per_subset": best.get("per_subset", {}) if best else {},
           # test mean@k as k evaluations (evaluation i: sample i of every test task), spread
           "final_per_evaluation": final.get("per_evaluation") if final else None,

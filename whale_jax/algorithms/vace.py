@@ -318,15 +318,18 @@ def _per_evaluation(summary):
 def method_table(summaries):
   """A markdown table of {method: run summary} (configs/vace.py's methods): final test mean
   (the selected pair's), its k evaluations' means and their standard deviation (ddof 1), the
-  selected pair's label, gates accepted / decided, GRPO steps,
+  test mean per task domain (AutomationBench's hr, marketing, finance), the selected pair's
+  label, gates accepted / decided, GRPO steps,
   rollouts weight / harness / evaluation, and the final test evaluation's behaviour metrics
   (those of BEHAVIOUR_COLUMNS and every assertion_pass_rate_<kind> any summary has)."""
   behaviour = [summary.get("final_behaviour") or {} for summary in summaries.values()]
   names = [name for name in BEHAVIOUR_COLUMNS if any(name in b for b in behaviour)]
   names += sorted({name for b in behaviour for name in b
                    if name.startswith("assertion_pass_rate_")})
-  header = (["method", "final test mean", "per evaluation (std)", "selected",
-             "gates accepted / total", "GRPO steps", "rollouts w / h / e"] + names)
+  domains = sorted({d for s in summaries.values() for d in s.get("final_per_domain") or {}})
+  header = (["method", "final test mean", "per evaluation (std)"] +
+            [f"test {domain}" for domain in domains] +
+            ["selected", "gates accepted / total", "GRPO steps", "rollouts w / h / e"] + names)
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for method, summary in summaries.items():
     counts = summary["counts"]
@@ -336,10 +339,11 @@ def method_table(summaries):
     chosen = summary.get("selected_by_validation")
     selected = f"{chosen['label']}" if chosen else "last"
     final = summary["final_test_mean"]
-    row = [method, "–" if final is None else f"{final:.3f}", _per_evaluation(summary),
-           selected, gates,
-           str(summary["weight_steps"]),
-           f"{counts['weight']} / {counts['harness']} / {counts['evaluation']}"]
+    per_domain = summary.get("final_per_domain") or {}
+    row = [method, "–" if final is None else f"{final:.3f}", _per_evaluation(summary)]
+    row += [f"{per_domain[d]:.3f}" if d in per_domain else "–" for d in domains]
+    row += [selected, gates, str(summary["weight_steps"]),
+            f"{counts['weight']} / {counts['harness']} / {counts['evaluation']}"]
     values = summary.get("final_behaviour") or {}
     row += [f"{values[name]:.3f}" if name in values else "–" for name in names]
     lines.append("| " + " | ".join(row) + " |")

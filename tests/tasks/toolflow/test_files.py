@@ -115,3 +115,37 @@ def test_unsupported_tasks_may_be_skipped_and_domains_filtered(tmp_path):
   (tmp_path / "broken.jsonl").write_text("{not json\n")
   with pytest.raises(ValueError, match=r"broken.jsonl:1: not a JSON task record"):
     toolflow_files.load_automationbench_tasks(tmp_path / "broken.jsonl")
+
+
+def test_skipped_tasks_are_reported_per_domain_with_their_reasons(tmp_path, caplog):
+  """Two hr tasks with an unsupported assertion type, one finance task with unsupported app
+  state, one marketing task of a domain left out (not counted): hand-written counts."""
+  jira = [{"type": "jira_issue_exists"}]
+  records = [TASK, dict(TASK, name="hr.a", example_id=1, assertions=jira),
+             dict(TASK, name="hr.b", example_id=2, assertions=TASK["assertions"] + jira),
+             dict(TASK, name="finance.c", example_id=3, initial_state={"zendesk": []}),
+             dict(TASK, name="finance.d", example_id=4), dict(TASK, name="marketing.e")]
+  path = write(tmp_path / "ab.jsonl", records)
+  dropped = []
+  loaded = toolflow_files.load_automationbench_tasks(path, ("hr", "finance"), "skip", dropped)
+  assert [t["domain"] for t in loaded] == ["hr", "finance"]
+  assert [(d["domain"], d["reason"]) for d in dropped] == [
+      ("hr", "assertion type 'jira_issue_exists' is not supported")] * 2 + [
+      ("finance", "app state 'zendesk' is not supported")]
+  caplog.set_level("INFO")
+  domain = tasks.get_domain("toolflow", tasks=[path], domains=("hr", "finance"),
+                            unsupported="skip",
+                            split_sizes={"weight": 1, "harness": 0, "validation": 0,
+                                         "test": 1})
+  domain.splits()
+  assert domain.counters() == {
+      "dropped_tasks_hr": 2,
+      "dropped_reasons_hr": "assertion type 'jira_issue_exists' is not supported (2)",
+      "dropped_tasks_finance": 1,
+      "dropped_reasons_finance": "app state 'zendesk' is not supported (1)"}
+  lines = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+  assert lines == [
+      f"toolflow: {path}: hr: dropped 2 of 3 tasks (unsupported state or assertions): "
+      "assertion type 'jira_issue_exists' is not supported (2)",
+      f"toolflow: {path}: finance: dropped 1 of 2 tasks (unsupported state or assertions): "
+      "app state 'zendesk' is not supported (1)"]

@@ -18,7 +18,10 @@ Extra metrics: all_assertions_passed_rate, partial_credit, tool_call_validity_ra
 answered without an error object), tool_calls_by_app_<app>, assertion_pass_rate_<kind>,
 trap_assertion_pass_rate_<trap> (assertions a trap targets, generated tasks only).
 """
+import collections
 import os
+
+from absl import logging
 
 from whale_jax.harness import static_checks
 from whale_jax.tasks import behaviour
@@ -132,6 +135,23 @@ def toolflow_metrics(instances, trajectories, scores):
   return metrics
 
 
+def _report_dropped(path, domains, tasks, dropped, counts):
+  """Logs, per domain, how many of path's tasks unsupported="skip" left out and why (one
+  line each), and adds them to counts: dropped_tasks_<domain> (a count) and
+  dropped_reasons_<domain> ("reason (n); ...", most frequent first)."""
+  for domain in domains:
+    reasons = collections.Counter(d["reason"] for d in dropped if d["domain"] == domain)
+    kept = sum(task["domain"] == domain for task in tasks)
+    total = sum(reasons.values())
+    why = "; ".join(f"{reason} ({n})" for reason, n in reasons.most_common())
+    logging.info("toolflow: %s: %s: dropped %d of %d tasks (unsupported state or "
+                 "assertions)%s", path, domain, total, kept + total, f": {why}" if why else "")
+    counts[f"dropped_tasks_{domain}"] = counts.get(f"dropped_tasks_{domain}", 0) + total
+    if why:
+      previous = counts.get(f"dropped_reasons_{domain}")
+      counts[f"dropped_reasons_{domain}"] = f"{previous}; {why}" if previous else why
+
+
 def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks_per_domain=48,
                     split_sizes=None, seed=0, reward="partial", exclude_initially_satisfied=False,
                     unsupported="error", seed_harness="toolflow", split_sizes_by_domain=None):
@@ -173,9 +193,16 @@ def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks
       raise ValueError(f"domains={domains}: no generator for {', '.join(unknown)}; generated "
                        f"domains are {', '.join(toolflow_generator.DOMAINS)}.")
 
+  dropped_counts = {}   # counters: tasks left out at load time, per domain, and why
+
   def load(files):
-    return [task_instance(task) for path in as_paths(files)
-            for task in toolflow_files.load_automationbench_tasks(path, domains, unsupported)]
+    instances = []
+    for path in as_paths(files):
+      dropped = []
+      tasks = toolflow_files.load_automationbench_tasks(path, domains, unsupported, dropped)
+      instances += [task_instance(task) for task in tasks]
+      _report_dropped(path, domains, tasks, dropped, dropped_counts)
+    return instances
 
   def make_splits():
     if offline:
@@ -202,5 +229,6 @@ def toolflow_domain(tasks=None, split_tasks=None, domains=DEFAULT_DOMAINS, tasks
   return Domain(name="toolflow", description=DESCRIPTION.replace("{reward}", reward),
                 seed_harness=seed_harnesses.source(seed_harness), splits=make_splits,
                 verify=verify, tools=environment_tools, metrics=toolflow_metrics,
+                counters=lambda: dict(dropped_counts),
                 allowed_imports=static_checks.DEFAULT_ALLOWED_IMPORTS, config=config,
                 edit_catalogue=EDIT_CATALOGUE)

@@ -36,6 +36,7 @@ AutomationBench's exclusion of assertions already true of the seeded state.
 """
 import json
 import os
+import re
 import zlib
 
 from whale_jax.tasks import splits as splits_lib
@@ -239,13 +240,24 @@ def _records(path):
   return [(f"{path}[{i}]", record) for i, record in enumerate(data)]
 
 
-def load_automationbench_tasks(path, domains=None, unsupported="error"):
+def _without_label(message, label):
+  """The error's first clause with the task's label (and an 'assertion N' after it) left
+  out: "assertion type 'x' is not supported", shared by every task that fails alike."""
+  if message.startswith(label):
+    message = message[len(label):]
+    message = re.sub(r"^ assertion \d+", "", message)
+  return message.lstrip(": ").split("; ")[0].strip()
+
+
+def load_automationbench_tasks(path, domains=None, unsupported="error", dropped=None):
   """Toolflow task dicts {"id", "domain", "trigger", "initial_state", "assertions", "traps"}.
 
   Args:
     path: a .json or .jsonl file of AutomationBench task records.
     domains: keep only tasks of these domains (e.g. ("hr", "marketing", "finance")).
     unsupported: "error" (default) or "skip" for tasks with unsupported state or assertions.
+    dropped: a list that each skipped task (of a kept domain) is appended to, as
+      {"domain", "task", "reason"} (reason: the conversion error without the task's label).
   """
   path = os.fspath(path)
   if unsupported not in ("error", "skip"):
@@ -270,8 +282,11 @@ def load_automationbench_tasks(path, domains=None, unsupported="error"):
                     for i, a in enumerate(record["assertions"])]
       for i, assertion in enumerate(assertions):
         toolflow_assertions.check_assertion(assertion, f"{label} assertion {i}")
-    except ValueError:
+    except ValueError as error:
       if unsupported == "skip":
+        if dropped is not None:
+          dropped.append({"domain": domain, "task": label,
+                          "reason": _without_label(str(error), label)})
         continue
       raise
     task_id = record.get("example_id", record.get("id", len(tasks)))
