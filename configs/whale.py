@@ -132,6 +132,9 @@ def get_config(arg: str = "searchqa"):
                            weight_update="rsft")
   config.search = proposer_search(next((name for name in PROPOSERS if name in args),
                                         "claude_code"))
+  # WHALE holds candidates to no line limit; 200 lines (Harness Learning's QA limit) is kept as
+  # a guard on the proposer's output, a departure (docs/paper_settings.md).
+  config.search.max_lines = 200
   config.runtime = dict(num_workers=256, timeout_seconds=1800.0, allow_weak_sandbox=False,
                         max_episode_tokens=EPISODE_TOKENS[domain], enable_thinking=True)
   config.mesh = dict(data=-1, fsdp=8, tensor=1)

@@ -153,8 +153,8 @@ def test_a_planted_change_on_either_side_is_caught():
   assert ["training.optimizer.learning_rate is 1e-07 in the config, the table says 1e-06"
           in problem for problem in check_table(planted)] == [True]
   # A key the table says is absent, and a status that is none of the three.
-  planted = text.replace("| `search.max_lines` | no line cap on candidates | SPEC 1.6 | `-` |",
-                         "| `loop.seed` | no line cap on candidates | SPEC 1.6 | `-` |", 1)
+  planted = text.replace("| `domain.seed` | 42 | SPEC 7 | `-` |",
+                         "| `loop.seed` | 42 | SPEC 7 | `-` |", 1)
   planted = planted.replace("| 256 | SPEC 1.4 | `256` | paper |",
                             "| 256 | SPEC 1.4 | `256` | roughly |", 1)
   problems = check_table(planted)

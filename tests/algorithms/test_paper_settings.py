@@ -153,6 +153,9 @@ def test_one_word_switches_the_proposer_and_the_context_budget_reaches_the_searc
   one_shot.search.context_tokens = 0
   with pytest.raises(experiment_config.ConfigError, match=r"config\.search\.context_tokens=0"):
     experiment_config.parse(one_shot, str(tmp_path / "run"))
+  one_shot.search.context_tokens, one_shot.search.max_lines = 16_000, 0
+  with pytest.raises(experiment_config.ConfigError, match=r"config\.search\.max_lines=0"):
+    experiment_config.parse(one_shot, str(tmp_path / "run"))
   # loop.harness_search hands the Run's budget (build_run: config.search.context_tokens) on.
   seen = {}
 
@@ -164,13 +167,13 @@ def test_one_word_switches_the_proposer_and_the_context_budget_reaches_the_searc
   policy = types.SimpleNamespace(weights_id="w0")
   run = loop.Run(workdir=str(tmp_path), loop=options.LoopConfig(), policy=policy, runtime=None,
                  domain=None, sampling=None, eval_sampling=None, proposer=object(), log=None,
-                 counts=None, state=None, search_context_tokens=1234)
+                 counts=None, state=None, search_context_tokens=1234, search_max_lines=77)
   monkeypatch.setattr(loop, "make_evaluate", lambda run: None)
   monkeypatch.setattr(loop.Run, "splits", {"harness": []})
   monkeypatch.setattr(loop.Run, "host_dir", str(tmp_path))
   with pytest.raises(StopIteration):
     loop.harness_search(run, None, "whale_cycle_000")
-  assert seen["context_budget_tokens"] == 1234
+  assert seen["context_budget_tokens"] == 1234 and seen["max_lines"] == 77
 
 
 def _interval_run(weight_size, epochs, rollout_interval=0):

@@ -36,7 +36,9 @@ Sections (configs/*.py hold complete examples):
             default, archive_view.SEARCH_ANSWERS_BY_RECIPE), instructions (a steering file;
             "" = the domain's, Domain.instructions), name, seed.
             context_tokens (any proposer): the budget of the proposer context rendered
-            from the archive (meta_harness.DEFAULT_CONTEXT_TOKENS = 16,000 by default).
+            from the archive (meta_harness.DEFAULT_CONTEXT_TOKENS = 16,000 by default);
+            max_lines (any proposer): the most lines a Meta-Harness candidate may have
+            (static_checks.DEFAULT_MAX_LINES = 200 by default).
             "cli_agent": a command run jailed in a copy of the archive view
             (search/cli_agent.py): command, wall_clock_seconds, max_cost_usd, endpoint
             ((host, port) the agent may reach as plain TCP, or () for none), https_allow
@@ -68,6 +70,7 @@ from whale_jax.algorithms import loop
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import run_log
 from whale_jax.harness import HarnessRuntime
+from whale_jax.harness import static_checks
 from whale_jax.models import ModelConfig
 from whale_jax.models import hf
 from whale_jax.models import presets
@@ -240,6 +243,7 @@ def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
   """
   search_section = dict(search_section)
   search_section.pop("context_tokens", None)   # the search's (build_run puts it in the Run)
+  search_section.pop("max_lines", None)        # likewise
   kind = search_section.pop("proposer", "edit_library")
   if kind in ("agentic", "cli_agent"):
     return _build_agent(kind, search_section, policy, tokenizer, domain, recipe)
@@ -316,7 +320,8 @@ def build_run(experiment, workdir, show_progress=True, recipe=None):
       counts=run_log.RolloutCounts(), state=loop.LoopState(incumbent=domain.seed_harness),
       manager=manager, tokenizer=tokenizer, show_progress=show_progress,
       search_context_tokens=search_section.get("context_tokens",
-                                               meta_harness.DEFAULT_CONTEXT_TOKENS))
+                                               meta_harness.DEFAULT_CONTEXT_TOKENS),
+      search_max_lines=search_section.get("max_lines", static_checks.DEFAULT_MAX_LINES))
   loop.restore(run, train_state.abstract(model_config, policy.optimizer, mesh,
                                          rules.TRAIN_RULES))
   return run

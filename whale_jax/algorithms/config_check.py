@@ -170,6 +170,11 @@ def check_proposer(search, key_path="config.search"):
     raise ConfigError(f"{key_path}.context_tokens={context_tokens!r} must be a positive int: "
                       "the tokens of the proposer context rendered from the archive (default "
                       "16000).")
+  max_lines = search.pop("max_lines", None)   # any proposer: the candidates' line limit
+  if max_lines is not None and (isinstance(max_lines, bool) or not isinstance(max_lines, int)
+                                or max_lines < 1):
+    raise ConfigError(f"{key_path}.max_lines={max_lines!r} must be a positive int: the most "
+                      "lines a candidate harness may have (default 200).")
   kind = search.get("proposer", "edit_library")
   check_choice(kind, PROPOSERS, f"{key_path}.proposer", "proposer")
   sampling = search.get("sampling") or {}

@@ -49,6 +49,7 @@ from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
+from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import agentic_proposer
@@ -221,6 +222,8 @@ class Run:
     tokenizer: the solver's tokenizer.
     last_batch: the RolloutBatch of the latest GRPO step (VACE records its trajectories).
     search_context_tokens: the proposer context's budget (config.search.context_tokens).
+    search_max_lines: the most lines a Meta-Harness candidate may have
+      (config.search.max_lines).
   """
   workdir: str
   loop: options.LoopConfig
@@ -238,6 +241,7 @@ class Run:
   show_progress: bool = True
   last_batch: rollouts_lib.RolloutBatch | None = None
   search_context_tokens: int = meta_harness.DEFAULT_CONTEXT_TOKENS
+  search_max_lines: int = static_checks.DEFAULT_MAX_LINES
 
   @property
   def splits(self):
@@ -540,6 +544,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
       domain=run.domain, instances=run.splits["harness"], weights_id=run.policy.weights_id,
       candidates_per_iteration=run.loop.candidates_per_iteration, prompt_only=prompt_only,
       seed=run.loop.seed, context_budget_tokens=run.search_context_tokens, tokenizer=None,
+      max_lines=run.search_max_lines,
       session=label, **budget)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   agent = count_agent_sessions(run, archive_dir)
