@@ -258,3 +258,58 @@ def test_reports_show_search_gold_as_set_and_never_held_out_gold(tmp_path, searc
   with pytest.raises(ValueError, match="search_answers='all'"):
     revision_lib.revision_context(str(tmp_path / "bad"), domain, source, SEARCH,
                                   knowing_evaluate, 0, 2, 8000, search_answers="all")
+
+
+class ScriptedRepliesSampler(ScriptedProposerSampler):
+  """Answers a request for n candidates with the first n of the given replies."""
+
+  def __init__(self, replies):
+    super().__init__(replies[0])
+    self.replies = replies
+
+  def submit(self, prompt_ids, sampling):
+    self.prompts.append(TOKENIZER.decode(prompt_ids))
+    future = concurrent.futures.Future()
+    future.set_result([types.SimpleNamespace(text=reply, token_ids=TOKENIZER.encode(reply))
+                       for reply in self.replies[:sampling.n]])
+    return future
+
+
+@pytest.mark.parametrize("rule", ["oracle", "single_step"])
+def test_test_read_protocols_oracle_best_of_and_single_step_candidates(tmp_path, rule):
+  domain = tasks.get_domain("reasoning_gym:chain_sum", seed=0, split_sizes=SPLIT_SIZES)
+  # Three candidates from the seed: the interpreter loop (test mean 1), a reply that does not
+  # parse (not runnable: 0 for single_step), and a runnable wording change that answers as the
+  # seed does (the seed's test mean).
+  template = 'PROMPT_TEMPLATE = "{question}\\n\\nGive only the final answer'
+  same_as_seed = (f"HYPOTHESIS: Ask more briefly.\n<<<<<<< SEARCH\n{template}, with no "
+                  f'explanation."\n=======\n{template}."\n>>>>>>> REPLACE\n')
+  sampler = ScriptedRepliesSampler([interpreter_loop_reply(domain.seed_harness),
+                                    "no patch here", same_as_seed])
+  proposer = harness_learning.Proposer(
+      types.SimpleNamespace(sampler=sampler, weights_id="proposer@0"), TOKENIZER,
+      SamplingParams(max_tokens=64))
+  hl_config = options.HarnessLearningConfig(
+      teachers=(), grpo_steps=0, adapt_stages=("base",), selection_rules=(rule,),
+      best_of_candidates=3, single_step_candidates=3, context_budget_tokens=8000)
+  run = _tiny_run(tmp_path, domain)
+  try:
+    seed_mean = loop.evaluate_test(run, harness_learning.Harness(domain.seed_harness),
+                                   label="seed")["test_mean"]
+    state = harness_learning.adapt(run, hl_config, proposer, "base", rule)
+  finally:
+    run.runtime.close()
+    run.log.close()
+  assert seed_mean < 1.0 and len(sampler.prompts) == 1       # one round
+  assert [c for c, _ in state.test_candidates] == ["c0001", "c0003"]   # the runnable ones
+  assert state.candidate_test_means == {"c0001": 1.0, "c0003": seed_mean}
+  labels = [r["label"] for r in run.state.evaluations]
+  assert labels[:3] == ["seed", f"base_{rule}_c0001", f"base_{rule}_c0003"]
+  if rule == "oracle":   # the best by test mean, reported as such, not evaluated again
+    assert state.test_mean == 1.0 and "tools.python(" in state.current
+    assert len(labels) == 3
+  else:                  # the mean over all 3 candidates, the unparseable one counting 0
+    assert state.test_mean == pytest.approx((1.0 + seed_mean + 0.0) / 3)
+    assert state.current == domain.seed_harness and len(labels) == 3
+    rows = [r for r in run_log.read_metrics(str(tmp_path)) if r.get("kind") == "single_step"]
+    assert rows[0]["beat_seed"] == pytest.approx(1 / 3) and rows[0]["runnable"] == 2

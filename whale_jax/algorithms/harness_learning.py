@@ -33,6 +33,14 @@ Phases, in order (run.state.phase); "adapt_<stage>" follows each stage in adapt_
                     best_of  best_of_rounds rounds of best_of_candidates candidates; the
                              highest-scoring runnable one is kept even when worse, the current
                              harness only when none is runnable (multi-hop QA).
+                  and two protocols that read the test split, one round each:
+                    oracle   best_of_candidates candidates from the seed, each runnable one
+                             evaluated on test, the best test mean reported (the paper's
+                             test-selected "oracle best-of-8"; the seed's when none runs);
+                    single_step  single_step_candidates independent candidates from the
+                             seed, the mean of their test means reported, an unrunnable
+                             candidate counting 0 (a guess), with the share that beat the
+                             seed's test mean (the paper's 80 single-step candidates).
                   Each adapted harness gets its test mean@k (loop.evaluate_test); the seed
                   harness's is measured before the first phase.
 
@@ -453,8 +461,12 @@ def adapt(run, hl_config, proposer, stage, rule):
   label = f"{stage}_{rule}"
   state = _notes(run).adaptation.setdefault(
       label, loop.AdaptationState(current=run.domain.seed_harness))
-  rounds, num_candidates = ((hl_config.strict_rounds, 1) if rule == "strict" else
-                            (hl_config.best_of_rounds, hl_config.best_of_candidates))
+  rounds, num_candidates = {
+      "strict": (hl_config.strict_rounds, 1),
+      "best_of": (hl_config.best_of_rounds, hl_config.best_of_candidates),
+      "oracle": (1, hl_config.best_of_candidates),
+      "single_step": (1, hl_config.single_step_candidates)}[rule]
+  on_test = rule in ("oracle", "single_step")
   scoring = run.splits["harness"]
   evaluate = _evaluate(run, run.domain)
   seed = run.loop.seed
@@ -494,7 +506,9 @@ def adapt(run, hl_config, proposer, stage, rule):
         evaluate, seed, archive, hl_config.rewards,
         [proposer.policy.weights_id] * len(completions))
     run.counts.add("harness", rollouts + used)
-    chosen = revision_lib.select(rule, revisions, state.current_score)
+    chosen = None if on_test else revision_lib.select(rule, revisions, state.current_score)
+    if on_test:
+      state.test_candidates = [(r.candidate_id, r.source) for r in revisions if r.runnable]
     relative = os.path.relpath(directory, run.workdir)
     previous_score = state.current_score
     if chosen is not None:
@@ -516,12 +530,40 @@ def adapt(run, hl_config, proposer, stage, rule):
                 proposer_prompt_tokens=len(prompt), proposer_completion_tokens=completion_tokens)
     state.round += 1
     save(run, proposer)
+  if on_test and state.harness_hash is None:
+    _evaluate_candidates_on_test(run, proposer, state, label, rule)
   if state.harness_hash is None:  # not yet evaluated
     harness = Harness(state.current, origin="adapted")
     record = loop.evaluate_test(run, harness, label=f"adapted_{label}")
     state.test_mean, state.harness_hash = record["test_mean"], harness.hash
     save(run, proposer)
   return state
+
+
+def _evaluate_candidates_on_test(run, proposer, state, label, rule):
+  """The oracle and single_step protocols' test evaluations (adapt's docstring): each
+  runnable candidate's test mean (resumable: saved after each), then the protocol's number."""
+  for candidate_id, source in state.test_candidates:
+    if candidate_id not in state.candidate_test_means:
+      record = loop.evaluate_test(run, Harness(source, origin="adapted"),
+                                  label=f"{label}_{candidate_id}")
+      state.candidate_test_means[candidate_id] = record["test_mean"]
+      save(run, proposer)
+  means = state.candidate_test_means
+  seed = next((r["test_mean"] for r in run.state.evaluations if r["label"] == "seed"), None)
+  num_candidates = len(state.history[0].scores) if state.history else 0
+  if rule == "single_step":
+    state.test_mean = sum(means.values()) / max(num_candidates, 1)
+    state.harness_hash = ""
+    run.log.log("harness", run.counts.training, kind="single_step", label=label,
+                candidates=num_candidates, runnable=len(means), single_step_mean=state.test_mean,
+                beat_seed=(sum(mean > seed for mean in means.values()) / max(num_candidates, 1)
+                           if seed is not None else -1.0))
+  elif means:  # oracle: the best by test mean, the first of equals
+    best = max(state.test_candidates, key=lambda item: means[item[0]])
+    state.current, state.test_mean = best[1], means[best[0]]
+    state.harness_hash = Harness(best[1]).hash
+  save(run, proposer)
 
 
 # ---- The recipe ---------------------------------------------------------------------------

@@ -128,7 +128,10 @@ class AdaptationState:
     round: rounds done; history: one AdaptationRound each.
     report: (archive directory relative to the workdir, candidate id) of the execution report
       the next round's context reuses; None before the first round.
-    test_mean, harness_hash: the adapted harness's test mean and hash, once evaluated.
+    test_mean, harness_hash: the adapted harness's test mean and hash, once evaluated (the
+      single_step protocol: the candidates' mean test score, and no harness: "").
+    test_candidates: oracle and single_step: [(candidate id, source)] of the runnable
+      candidates; candidate_test_means: {candidate id: test mean} of those evaluated so far.
   """
   current: str
   current_score: float | None = None
@@ -137,6 +140,8 @@ class AdaptationState:
   report: tuple[str, str] | None = None
   test_mean: float | None = None
   harness_hash: str | None = None
+  test_candidates: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+  candidate_test_means: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

@@ -31,7 +31,9 @@ RECIPES = ("whale", "whale_adaptive", "fst", "vace", "ungated", "rl_only", "vace
            "weight_only", "harness_only", "stagewise", "sia", "harness_learning")
 ADVANTAGE_NORMALIZATIONS = train_options.ADVANTAGE_NORMALIZATIONS
 GATE_RULES = gate.RULES
-SELECTION_RULES = ("strict", "best_of")
+# strict and best_of select on the scoring tasks; oracle and single_step are the paper's
+# test-read protocols (harness_learning.adapt).
+SELECTION_RULES = ("strict", "best_of", "oracle", "single_step")
 MINIBATCH_UNITS = ("sample", "trajectory")
 STAGES = ("base", "sft", "grpo")
 WEIGHT_UPDATES = ("rsft", "grpo")
@@ -240,6 +242,11 @@ class HarnessLearningConfig:
     diagnostic_size, scoring_size: tasks of a training context (weight split).
     multi_step: carry improving candidates forward as later contexts' current harness.
     selection_rules, strict_rounds, best_of_rounds, best_of_candidates: test-time rounds.
+      "oracle" (best_of_candidates candidates from the seed, the best by test mean: the
+      paper's test-selected oracle best-of-8) and "single_step" (single_step_candidates
+      independent candidates from the seed, their mean test score: the paper's 80
+      single-step candidates) read the test split and are reported beside the others.
+    single_step_candidates: candidates of the single_step protocol.
     adaptation_diagnostic_size: 0 = diagnose on the scoring tasks, else per-round draws
       from the validation split.
     adapt_stages: after which of "base", "sft", "grpo" to adapt.
@@ -267,10 +274,11 @@ class HarnessLearningConfig:
   diagnostic_size: int = 8
   scoring_size: int = 16
   multi_step: bool = False
-  selection_rules: tuple = SELECTION_RULES
+  selection_rules: tuple = ("strict", "best_of")
   strict_rounds: int = 5
   best_of_rounds: int = 10
   best_of_candidates: int = 8
+  single_step_candidates: int = 80
   adaptation_diagnostic_size: int = 0
   adapt_stages: tuple = ("grpo",)
   context_budget_tokens: int = 16_000
@@ -315,6 +323,7 @@ class HarnessLearningConfig:
     if self.scoring_size < 1:
       raise ValueError(f"config.harness_learning.scoring_size={self.scoring_size} must be >= "
                        "1.")
+    _at_least("config.harness_learning.single_step_candidates", self.single_step_candidates, 1)
 
   @property
   def sft_enabled(self):
