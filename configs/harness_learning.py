@@ -13,7 +13,9 @@ runs; cap 0.30).
 Test-time adaptation on an unseen category: the same 25 problems give diagnostics and select
 candidates, 75 problems are the test; 1 candidate per round for up to 5 rounds, kept only on
 strict improvement (and the best-of-8 rule beside it, and the paper's oracle best-of-8: the
-best of 8 candidates by test mean), after the base, SFT and GRPO stages.
+best of 8 candidates by test mean), after the base, SFT and GRPO stages; the paper's fixed
+hand-written Python tool loop (<= 5 rounds; seed_harnesses/reasoning_gym_tool_loop.py) is
+evaluated on the test problems beside the seed.
 The seed harness is one direct solver call; the domain offers tools.python (the sandboxed
 interpreter) for the interpreter loops the proposer writes. Execution reports show the gold
 answers and whole references of diagnostic problems (search_answers="answers_and_documents";
@@ -106,6 +108,8 @@ def _reasoning_gym(config, held_out):
       # oracle: the paper's test-selected best of 8 (8 extra test evaluations per stage)
       selection_rules=("strict", "best_of", "oracle"), strict_rounds=5, best_of_rounds=5,
       best_of_candidates=8, adaptation_diagnostic_size=0,
+      # the paper's fixed hand-written Python tool loop (<= 5 rounds), evaluated on test
+      fixed_harnesses=("reasoning_gym_tool_loop",),
       adapt_stages=("base", "sft", "grpo"), context_budget_tokens=16_000, reward=REWARD,
       search_answers="answers_and_documents")
 
@@ -195,6 +199,7 @@ def smoke(config):
       demonstration_contexts=2, teacher_candidates=2, sft_epochs=1, grpo_steps=1,
       contexts_per_step=1, num_candidates=2, diagnostic_size=2, scoring_size=2,
       strict_rounds=1, best_of_rounds=1, best_of_candidates=2, adaptation_diagnostic_size=0,
+      selection_rules=("strict", "best_of"), fixed_harnesses=(),  # no test-read protocols
       adapt_stages=("grpo",), context_budget_tokens=3300)  # byte tokens
   config.loop.update(filter_zero_advantage=False, checkpoint_every_steps=1)
   return config

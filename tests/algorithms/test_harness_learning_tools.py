@@ -313,3 +313,24 @@ def test_test_read_protocols_oracle_best_of_and_single_step_candidates(tmp_path,
     assert state.current == domain.seed_harness and len(labels) == 3
     rows = [r for r in run_log.read_metrics(str(tmp_path)) if r.get("kind") == "single_step"]
     assert rows[0]["beat_seed"] == pytest.approx(1 / 3) and rows[0]["runnable"] == 2
+
+
+def test_the_fixed_python_tool_loop_is_evaluated_on_test_beside_the_seed(tmp_path):
+  domain = tasks.get_domain("reasoning_gym:chain_sum", seed=0, split_sizes=SPLIT_SIZES)
+  hl_config = options.HarnessLearningConfig(
+      teachers=(), grpo_steps=0, adapt_stages=(), fixed_harnesses=("reasoning_gym_tool_loop",))
+  run = _tiny_run(tmp_path, domain)
+  try:
+    means = harness_learning.evaluate_fixed_harnesses(run, hl_config)
+  finally:
+    run.runtime.close()
+    run.log.close()
+  # The scripted solver's first program raises a NameError; the loop shows the traceback and
+  # the second program prints the answer: every test problem right.
+  assert means == {"reasoning_gym_tool_loop": 1.0}
+  assert [r["label"] for r in run.state.evaluations] == ["fixed_reasoning_gym_tool_loop"]
+  source = seed_harnesses.source("reasoning_gym_tool_loop")
+  assert not static_checks.check_harness(source, domain.allowed_imports)
+  assert "MAX_ROUNDS = 5" in source
+  assert harness_learning_configs.get_config("").harness_learning.fixed_harnesses == (
+      "reasoning_gym_tool_loop",)

@@ -42,7 +42,9 @@ Phases, in order (run.state.phase); "adapt_<stage>" follows each stage in adapt_
                              candidate counting 0 (a guess), with the share that beat the
                              seed's test mean (the paper's 80 single-step candidates).
                   Each adapted harness gets its test mean@k (loop.evaluate_test); the seed
-                  harness's is measured before the first phase.
+                  harness's is measured before the first phase, and so are those of the
+                  fixed_harnesses (e.g. the paper's hand-written Python tool loop), labelled
+                  fixed_<name>.
 
 Execution reports (search_answers): the diagnostic episodes, and for each diagnostic task
 outside the validation and test splits what search_answers shows of its reference ("none",
@@ -121,6 +123,7 @@ from whale_jax.parallel import rules
 from whale_jax.search import revision as revision_lib
 from whale_jax.search import seeds as seeds_lib
 from whale_jax.sampling import SamplingParams
+from whale_jax.tasks import seed_harnesses
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.tokenization import load_tokenizer
 from whale_jax.train import checkpoint as checkpoint_lib
@@ -540,6 +543,13 @@ def adapt(run, hl_config, proposer, stage, rule):
   return state
 
 
+def evaluate_fixed_harnesses(run, hl_config):
+  """{name: test mean} of the fixed_harnesses, each evaluated on test as it is."""
+  return {name: loop.evaluate_test(run, Harness(seed_harnesses.source(name), origin="fixed"),
+                                   label=f"fixed_{name}")["test_mean"]
+          for name in hl_config.fixed_harnesses}
+
+
 def _evaluate_candidates_on_test(run, proposer, state, label, rule):
   """The oracle and single_step protocols' test evaluations (adapt's docstring): each
   runnable candidate's test mean (resumable: saved after each), then the protocol's number."""
@@ -592,6 +602,7 @@ def _run_phases(run, hl_config, proposer, domain_section):
   sequence = phases(hl_config)
   if state.phase == "start":
     loop.evaluate_test(run, Harness(run.domain.seed_harness, origin="seed"), label="seed")
+    evaluate_fixed_harnesses(run, hl_config)
     loop.start_phase(run, sequence[0] if sequence else "done")
     save(run, proposer)
   while state.phase != "done":
@@ -648,6 +659,9 @@ def finish(run, hl_config, proposer):
       for label, record in adaptation.items()}
   if primary in adaptation:
     result["final_test_mean"] = adaptation[primary].test_mean
+  result["fixed_harnesses"] = {
+      record["label"][len("fixed_"):]: record["test_mean"]
+      for record in run.state.evaluations if record["label"].startswith("fixed_")}
   result.update(demonstrations=notes.demonstrations,
                 proposer_updates=proposer.policy.num_updates,
                 proposer_prompt_tokens=notes.proposer_prompt_tokens,

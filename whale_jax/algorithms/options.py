@@ -23,6 +23,7 @@ from whale_jax.search import archive_view
 from whale_jax.search import edit_scope
 from whale_jax.search import gate
 from whale_jax.search import reward as reward_lib
+from whale_jax.tasks import seed_harnesses
 from whale_jax.train import options as train_options
 
 SEARCH_ANSWER_MODES = archive_view.SEARCH_ANSWER_MODES
@@ -247,6 +248,9 @@ class HarnessLearningConfig:
       independent candidates from the seed, their mean test score: the paper's 80
       single-step candidates) read the test split and are reported beside the others.
     single_step_candidates: candidates of the single_step protocol.
+    fixed_harnesses: seed harness names (tasks/*/seed_harnesses) evaluated on the test split
+      beside the seed, unchanged (the paper's fixed hand-written Python tool loop on RG:
+      "reasoning_gym_tool_loop").
     adaptation_diagnostic_size: 0 = diagnose on the scoring tasks, else per-round draws
       from the validation split.
     adapt_stages: after which of "base", "sft", "grpo" to adapt.
@@ -279,6 +283,7 @@ class HarnessLearningConfig:
   best_of_rounds: int = 10
   best_of_candidates: int = 8
   single_step_candidates: int = 80
+  fixed_harnesses: tuple = ()
   adaptation_diagnostic_size: int = 0
   adapt_stages: tuple = ("grpo",)
   context_budget_tokens: int = 16_000
@@ -295,7 +300,8 @@ class HarnessLearningConfig:
       object.__setattr__(self, "proposer_sampling", typed_config.read(
           sampling_api.SamplingParams, self.proposer_sampling, f"{key_path}.proposer_sampling"))
     _one_of("config.harness_learning.search_answers", self.search_answers, SEARCH_ANSWER_MODES)
-    for name in ("teachers", "sft_domains", "grpo_domains", "selection_rules", "adapt_stages"):
+    for name in ("teachers", "sft_domains", "grpo_domains", "selection_rules", "adapt_stages",
+                 "fixed_harnesses"):
       value = getattr(self, name)
       single = isinstance(value, (str, dict))
       object.__setattr__(self, name, (value,) if single else tuple(value))
@@ -324,6 +330,10 @@ class HarnessLearningConfig:
       raise ValueError(f"config.harness_learning.scoring_size={self.scoring_size} must be >= "
                        "1.")
     _at_least("config.harness_learning.single_step_candidates", self.single_step_candidates, 1)
+    for name in self.fixed_harnesses:
+      if name not in seed_harnesses.NAMES:
+        raise ValueError(f"config.harness_learning.fixed_harnesses has {name!r}; use seed "
+                         f"harness names: {', '.join(seed_harnesses.NAMES)}.")
 
   @property
   def sft_enabled(self):
