@@ -104,9 +104,11 @@ VACE_BLOCK_STEPS = 3   # GRPO steps per block: 4 x 3 = 12 updates for vace, unga
 
 def vace(config):
   """VACE's methods on the demo's world (module docstring). GRPO as configs/vace.py runs it:
-  groups of 8, advantages (r - mean) / std, DAPO's filtering of zero-advantage groups with
-  up to 2 refill rounds, clip 0.2 / 0.28, no KL term; 16 prompts per step (the demo's size,
-  not the paper's 32). The validation split (48 questions) is the gate's and the selection's;
+  groups of 8, advantages (r - mean) / std, DAPO's filtering of zero-advantage groups,
+  clip 0.2 / 0.28, no KL term; 16 prompts per step (the demo's size, not the paper's 32).
+  No DAPO refill rounds: with configs/vace.py's 2, each step sampled 3 x 128 episodes to find
+  informative groups (the solver fails most questions under h0) and the 2,048-rollout budget
+  held 2 of VACE's 4 gated revisions (README, settings tried). The validation split (48 questions) is the gate's and the selection's;
   the harness split is unused (VACE proposes from the block's trajectories, harness_only from
   a diagnostic batch of 16 x 8 weight-split episodes). Every method stops at the demo's
   2,048 training rollouts (weight + harness, gates and validations included) or after
@@ -115,7 +117,7 @@ def vace(config):
   config.domain.split_sizes = {"weight": -1, "harness": 0, "validation": 48, "test": 300}
   config.training.grpo = dict(clip_epsilon=0.2, clip_epsilon_high=0.28, kl_weight=0.0)
   config.loop.update(prompt_batch=16, num_samples=8, advantage_normalization="grpo",
-                     filter_zero_advantage=True, max_refill_rounds=2, search_iterations=2,
+                     filter_zero_advantage=True, max_refill_rounds=0, search_iterations=2,
                      candidates_per_iteration=1, eval_num_samples=3, eval_interval_rollouts=0,
                      gate_rule="strict", checkpoint_every_steps=VACE_BLOCK_STEPS)
   config.vace = dict(num_cycles=VACE_CYCLES, block_steps=VACE_BLOCK_STEPS,

@@ -19,9 +19,9 @@ def test_the_vace_variant_builds_with_vaces_grpo_and_the_demos_world(tmp_path):
   assert experiment_.domain["seed_harness"] == "searchqa_compact"
   assert experiment_.model["source"] == "embedded"
   assert tuple(experiment_.search["mechanisms"]) == demo.MECHANISMS
-  # GRPO as configs/vace.py runs it: groups of 8, DAPO filtering with refills, clip-higher.
+  # GRPO as configs/vace.py runs it: groups of 8, DAPO filtering (no refills), clip-higher.
   loop = experiment_.loop
-  assert (loop.num_samples, loop.filter_zero_advantage, loop.max_refill_rounds) == (8, True, 2)
+  assert (loop.num_samples, loop.filter_zero_advantage, loop.max_refill_rounds) == (8, True, 0)
   assert loop.eval_num_samples == 3 and loop.gate_rule == "strict"
   grpo = experiment_.training.grpo
   assert (grpo.clip_epsilon, grpo.clip_epsilon_high, grpo.kl_weight) == (0.2, 0.28, 0.0)
