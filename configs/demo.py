@@ -32,7 +32,8 @@ trajectories, gated on the validation split at the updated weights), the ungated
 GRPO blocks under h0) and vace_harness_only (the same gated candidates at the start weights,
 from diagnostic batches), each from the same (weights, h0) with the same rollout cap, each
 reporting its best-validation pair (the initial pair included), test mean@3 on the same 300
-questions with paired differences, and the gate log summarised.
+questions with paired differences, and the gate log summarised (6 min 24 s on 2 CPU cores at
+load average 2-4, 12 min at 8; the README's "VACE's claim" section has its numbers).
 """
 import ml_collections
 
