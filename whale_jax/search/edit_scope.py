@@ -22,8 +22,9 @@ search/prompt_only.py) is the narrower scope of the prompt strings alone.
 """
 import ast
 
+from whale_jax.search import prompt_only
+
 SCOPES = ("any", "guidance")
-_MASK = "<constant>"
 
 
 def _literal(node):
@@ -36,32 +37,12 @@ def _literal(node):
 
 def _constant_target(node):
   """The name a top-level `NAME = <literal>` assigns, or None."""
-  if isinstance(node, ast.Assign) and len(node.targets) == 1:
-    target = node.targets[0]
-  elif isinstance(node, ast.AnnAssign) and node.value is not None:
-    target = node.target
-  else:
-    return None
-  if isinstance(target, ast.Name) and _literal(node.value):
-    return target.id
-  return None
-
-
-def _is_docstring(node):
-  return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and
-          isinstance(node.value.value, str))
+  name = prompt_only.assigned_name(node)
+  return name if name and _literal(node.value) else None
 
 
 def _masked_dump(source):
-  tree = ast.parse(source)
-  for node in tree.body:
-    if _constant_target(node):
-      node.value = ast.Constant(_MASK)
-  for node in ast.walk(tree):
-    if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-      if node.body and _is_docstring(node.body[0]):
-        node.body = node.body[1:] or [ast.Pass()]
-  return ast.dump(tree, annotate_fields=False, include_attributes=False)
+  return prompt_only.masked_dump(ast.parse(source), _constant_target)
 
 
 def constant_names(source):

@@ -18,17 +18,22 @@ PROMPT_NAME = re.compile(r"PROMPT")
 _MASK = "<prompt>"
 
 
-def _prompt_target(node):
-  """The prompt name a module-level statement assigns, or None."""
+def assigned_name(node):
+  """The one name a module-level `NAME = value` (or `NAME: type = value`) statement assigns,
+  or None."""
   if isinstance(node, ast.Assign) and len(node.targets) == 1:
     target = node.targets[0]
   elif isinstance(node, ast.AnnAssign) and node.value is not None:
     target = node.target
   else:
     return None
-  if isinstance(target, ast.Name) and PROMPT_NAME.search(target.id):
-    return target.id
-  return None
+  return target.id if isinstance(target, ast.Name) else None
+
+
+def _prompt_target(node):
+  """The prompt name a module-level statement assigns, or None."""
+  name = assigned_name(node)
+  return name if name and PROMPT_NAME.search(name) else None
 
 
 def prompt_names(source):
@@ -42,20 +47,25 @@ def _is_docstring(node):
           isinstance(node.value.value, str))
 
 
-def _masked_dump(tree):
-  """ast.dump with prompt values masked and docstrings dropped; also the non-literal prompts."""
-  non_literal = []
+def masked_dump(tree, masked):
+  """ast.dump of tree with the value of every module-level statement for which masked(node)
+  is true replaced by one placeholder, and every docstring dropped."""
   for node in tree.body:
-    name = _prompt_target(node)
-    if name:
-      if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
-        non_literal.append(name)
+    if masked(node):
       node.value = ast.Constant(_MASK)
   for node in ast.walk(tree):
     if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
       if node.body and _is_docstring(node.body[0]):
         node.body = node.body[1:] or [ast.Pass()]
-  return ast.dump(tree, annotate_fields=False, include_attributes=False), non_literal
+  return ast.dump(tree, annotate_fields=False, include_attributes=False)
+
+
+def _masked_dump(tree):
+  """masked_dump with the prompt values masked; also the prompts that are not literals."""
+  non_literal = [_prompt_target(node) for node in tree.body
+                 if _prompt_target(node) and not (isinstance(node.value, ast.Constant) and
+                                                  isinstance(node.value.value, str))]
+  return masked_dump(tree, _prompt_target), non_literal
 
 
 def check_prompt_only(incumbent_source, candidate_source):
