@@ -5,15 +5,12 @@ answered and recorded, and the search goes on."""
 import dataclasses
 import hashlib
 import json
-import os
-import subprocess
-import sys
-import threading
 
 import pytest
 
 from tests import http_stub
 from tests.search import fakes
+from tests.serve import server_process
 from tests.sampling import tiny_model
 from whale_jax import tasks
 from whale_jax.harness import Harness
@@ -235,23 +232,9 @@ def test_an_endpoint_that_fails_is_recorded_and_the_search_goes_on(domain, tmp_p
 @pytest.mark.slow
 def test_whale_jax_serve_endpoint_end_to_end(domain, tmp_path):
   """The loop against a real `python -m whale_jax.serve` process (tiny random model)."""
-  process = subprocess.Popen(
-      [sys.executable, "-m", "whale_jax.serve", "--model=preset:qwen3_5_tiny",
-       "--tokenizer=byte", "--vocab_size=267", "--port=0", "--max_slots=2",
-       "--max_cache_length=8192"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-      text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
-  lines, found = [], threading.Event()
-
-  def read():
-    for line in process.stdout:
-      lines.append(line)
-      if "http://" in line:
-        found.set()
-  threading.Thread(target=read, daemon=True).start()
-  try:
-    if not found.wait(240):
-      pytest.fail("whale_jax.serve did not start:\n" + "".join(lines))
-    url = next(line for line in lines if "http://" in line).split(" on ")[-1].strip()
+  flags = ["--model=preset:qwen3_5_tiny", "--tokenizer=byte", "--vocab_size=267",
+           "--max_slots=2", "--max_cache_length=8192"]
+  with server_process.started(flags, wait_seconds=240) as (url, _):
     path = tmp_path / "short.md"
     path.write_text(SHORT_INSTRUCTIONS)
     client = agentic_proposer.OpenAIToolClient(url, "qwen3_5_tiny", max_retries=1)
@@ -260,9 +243,6 @@ def test_whale_jax_serve_endpoint_end_to_end(domain, tmp_path):
         budgets=agent_tools.AgentBudgets(max_steps=2), sampling={"max_tokens": 12},
         instructions=steering.load_file(path))
     result = _search(domain, tmp_path / "archive", proposer, iterations=2)
-  finally:
-    process.terminate()
-    process.wait(30)
   session, = proposer.sessions
   assert session["steps"] == 2 and not session["submitted"], session["error"]
   assert 0 < session["completion_tokens"] and session["prompt_tokens"] > 1000
