@@ -23,7 +23,7 @@ ALLOWED = {
 # Top-level modules under every layer: any layer may import them; they import no whale_jax
 # module. The other top-level modules (main, serve, aot, quiet) are entry points no layer
 # imports.
-FLOOR = {"atomic_files", "typed_config"}
+FLOOR = {"atomic_files", "seeds", "typed_config"}
 
 
 def _imported_layers(path):

@@ -3,7 +3,7 @@ import types
 
 import pytest
 
-from tests.search import test_seeds
+from tests import test_seeds
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options

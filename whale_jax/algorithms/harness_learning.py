@@ -113,6 +113,7 @@ import numpy as np
 import tqdm
 
 from whale_jax import atomic_files
+from whale_jax import seeds as seeds_lib
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
@@ -121,7 +122,6 @@ from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.parallel import rules
 from whale_jax.search import revision as revision_lib
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.sampling import SamplingParams
 from whale_jax.tasks import seed_harnesses
 from whale_jax.search import evaluation as search_evaluation

@@ -41,6 +41,7 @@ import numpy as np
 import tqdm
 
 from whale_jax import atomic_files
+from whale_jax import seeds as seeds_lib
 from whale_jax import typed_config
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import options
@@ -55,7 +56,6 @@ from whale_jax.sampling import SamplingParams
 from whale_jax.search import agentic_proposer
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import meta_harness
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.search import validation_gate
 from whale_jax.tasks import domain as domain_lib
 from whale_jax.train import checkpoint as checkpoint_lib

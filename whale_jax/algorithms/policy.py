@@ -41,13 +41,13 @@ import functools
 import jax
 import numpy as np
 
+from whale_jax import seeds as seeds_lib
 from whale_jax.algorithms import options
 from whale_jax.models import decoder
 from whale_jax.parallel import handoff as handoff_lib
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.train import grpo
 from whale_jax.train import grpo_update
 from whale_jax.train import optimizer as optimizer_lib

@@ -17,8 +17,8 @@ import dataclasses
 
 from absl import logging
 
+from whale_jax import seeds as seeds_lib
 from whale_jax.search import evaluation as evaluation_lib
-from whale_jax.search import seeds as seeds_lib
 
 
 def episode_seed(run_seed, seed_key, instance_id, sample_index):

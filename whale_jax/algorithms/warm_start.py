@@ -37,6 +37,7 @@ import numpy as np
 import tqdm
 
 from whale_jax import atomic_files
+from whale_jax import seeds as seeds_lib
 from whale_jax import tasks
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import rollouts
@@ -49,7 +50,6 @@ from whale_jax.models import hf
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import SamplingParams
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.tasks import seed_harnesses
 from whale_jax.tasks.qa import generator as synthetic_qa
 from whale_jax.tasks.qa import teacher as synthetic_qa_teacher

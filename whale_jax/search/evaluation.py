@@ -36,8 +36,8 @@ evaluation cache's CachedEvaluator) and calls any other one job after another.
 import dataclasses
 from typing import Sequence
 
+from whale_jax import seeds as seeds_lib
 from whale_jax.harness import trajectory as trajectory_lib
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.tasks import domain as domain_lib
 
 INFRA_RETRIES = 1
