@@ -46,12 +46,13 @@ from whale_jax import typed_config
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
-from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
+from whale_jax.rollouts import grouped
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import agentic_proposer
 from whale_jax.search import evaluation as search_evaluation
@@ -244,7 +245,7 @@ class Run:
   manager: object = None
   tokenizer: object = None
   show_progress: bool = True
-  last_batch: rollouts_lib.RolloutBatch | None = None
+  last_batch: grouped.RolloutBatch | None = None
   search_context_tokens: int = meta_harness.DEFAULT_CONTEXT_TOKENS
   search_max_lines: int = static_checks.DEFAULT_MAX_LINES
 
@@ -343,8 +344,8 @@ def steps_for_epochs(run, epochs):
 def _collect_weight_batch(run, harness, seed_key=None):
   prompts = next_prompts(run, run.loop.prompt_batch)
   seed_key = ("weight", run.state.weight_steps) if seed_key is None else seed_key
-  batch = rollouts_lib.collect(run.runtime, run.domain, harness, prompts, run.sampling,
-                               run.loop.num_samples, seed_key, run.loop.seed)
+  batch = grouped.collect(run.runtime, run.domain, harness, prompts, run.sampling,
+                          run.loop.num_samples, seed_key, run.loop.seed)
   run.counts.add("weight", batch.num_rollouts, batch.num_generated_tokens)
   return batch
 
@@ -399,15 +400,15 @@ def merge_batches(batches):
   if len(batches) == 1:
     return batches[0]
   evaluations = [batch.evaluation for batch in batches]
-  evaluation = search_evaluation.Evaluation(
+  evaluation = collector.Evaluation(
       task_ids=sum((tuple(e.task_ids) for e in evaluations), ()),
       sample_keys=sum((tuple(e.sample_keys) for e in evaluations), ()),
       scores=sum((tuple(e.scores) for e in evaluations), ()),
       trajectories=sum((tuple(e.trajectories) for e in evaluations), ()),
       rollouts=sum(e.rollouts for e in evaluations),
       generated_tokens=sum(e.generated_tokens for e in evaluations))
-  return rollouts_lib.RolloutBatch(sum((tuple(b.instances) for b in batches), ()), evaluation,
-                                   batches[0].num_samples)
+  return grouped.RolloutBatch(sum((tuple(b.instances) for b in batches), ()), evaluation,
+                              batches[0].num_samples)
 
 
 def generated_tokens(trajectory):
@@ -602,9 +603,9 @@ def evaluate_test(run, harness=None, label=""):
   """Test mean@k of (current weights, harness); logged and kept in run.state."""
   harness = harness or incumbent(run)
   start = time.time()
-  batch = rollouts_lib.collect(run.runtime, run.domain, harness, test_instances(run),
-                               run.eval_sampling, run.loop.eval_num_samples, ("test",),
-                               run.loop.seed)
+  batch = grouped.collect(run.runtime, run.domain, harness, test_instances(run),
+                          run.eval_sampling, run.loop.eval_num_samples, ("test",),
+                          run.loop.seed)
   run.counts.add("evaluation", batch.num_rollouts, batch.num_generated_tokens)
   instances = [instance for instance, _, _ in batch.flat()]
   trajectories = [trajectory for _, trajectory, _ in batch.flat()]

@@ -40,7 +40,6 @@ from whale_jax import atomic_files
 from whale_jax import seeds as seeds_lib
 from whale_jax import tasks
 from whale_jax.algorithms import policy as policy_lib
-from whale_jax.algorithms import rollouts
 from whale_jax.algorithms import run_log
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
@@ -49,6 +48,7 @@ from whale_jax.models import ModelConfig
 from whale_jax.models import hf
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
+from whale_jax.rollouts import grouped
 from whale_jax.sampling import SamplingParams
 from whale_jax.tasks import seed_harnesses
 from whale_jax.tasks.qa import generator as synthetic_qa
@@ -171,8 +171,8 @@ def evaluate(policy, tokenizer, warm_config, harness_sources):
     domain = _world_domain(seed, warm_config.eval_questions)
     with HarnessRuntime(policy.sampler, tokenizer, num_workers=4) as runtime:
       for source in distinct:
-        batch = rollouts.collect(runtime, domain, Harness(source), domain.splits()["test"],
-                                 sampling, 1, ("warm_start_eval",), warm_config.seed)
+        batch = grouped.collect(runtime, domain, Harness(source), domain.splits()["test"],
+                                sampling, 1, ("warm_start_eval",), warm_config.seed)
         accuracies[source].append(batch.mean_score())
   return {name: float(np.mean(accuracies[source])) for name, source in harness_sources.items()}
 
