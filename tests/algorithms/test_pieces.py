@@ -6,6 +6,7 @@ import pytest
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
+from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import samples
 from whale_jax.algorithms import whale
 from whale_jax.harness import trajectory as trajectory_lib
@@ -24,8 +25,7 @@ def _trajectory(calls):
 
 def test_each_call_completion_is_one_sample_trained_on_its_completion_only():
   trajectory = _trajectory([([5, 6, 7], [[8, 9]]), ([5, 6, 7, 8, 9, 3, 4], [[10], [11, 12]])])
-  result, dropped = samples.from_trajectory(trajectory, advantage=0.5)
-  assert dropped == 0
+  result = samples.from_trajectory(trajectory, advantage=0.5)
   assert [s.token_ids.tolist() for s in result] == [[5, 6, 7, 8, 9], [5, 6, 7, 8, 9, 3, 4, 10],
                                                     [5, 6, 7, 8, 9, 3, 4, 11, 12]]
   assert result[0].loss_mask.tolist() == [0, 0, 0, 1, 1]
@@ -35,9 +35,24 @@ def test_each_call_completion_is_one_sample_trained_on_its_completion_only():
 
 
 def test_too_long_samples_are_dropped_and_counted():
-  trajectory = _trajectory([([1, 2], [[3]]), ([1] * 10, [[4, 5]])])
-  result, dropped = samples.from_trajectory(trajectory, max_length=5)
-  assert len(result) == 1 and dropped == 1
+  """Policy.train is the one place a sample is dropped for its length: the samples of a
+  trajectory are all built, and train leaves out those longer than row_length (with their
+  groups) and counts them."""
+  trajectory = _trajectory([([1, 2], [[3]]), ([1] * 10, [[4, 5]]), ([1, 2, 3], [[6, 7]])])
+  built, groups = samples.from_trajectories([trajectory], with_groups=True)
+  assert [len(s.token_ids) for s in built] == [3, 12, 5] and groups == [0, 0, 0]
+  trained, updated = [], []
+  stand_in = types.SimpleNamespace(  # the Policy with a recording step in place of the model
+      config=options.PolicyConfig(row_length=5), state={"params": "params"},
+      _step=lambda loss: loss, _sampler_params=lambda params: params,
+      _train_epochs=lambda step, chunk, epochs, history, groups: trained.append(
+          (step, chunk, epochs, groups)),
+      sampler=types.SimpleNamespace(update_params=updated.append))
+  result = policy_lib.Policy.train(stand_in, built, "rsft", epochs=2, groups=["a", "b", "c"])
+  assert (result.num_samples, result.num_dropped, result.history) == (2, 1, [])
+  assert trained == [("rsft", [built[0], built[2]], 2, ["a", "c"])] and updated == ["params"]
+  result = policy_lib.Policy.train(stand_in, built[1:2], "grpo")
+  assert (result.num_samples, result.num_dropped) == (0, 1) and len(trained) == 1
 
 
 def test_mean_at_k_splits_into_k_evaluations_and_their_spread():

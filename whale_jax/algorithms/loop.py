@@ -386,13 +386,11 @@ def rsft_step(run, harness):
   batch = _collect_weight_batch(run, harness)
   kept = [trajectory for _, trajectory, score in batch.flat()
           if score > run.loop.score_threshold and trajectory.ok]
-  samples, dropped, groups = samples_lib.from_trajectories(
-      kept, max_length=run.policy.config.row_length, with_groups=True)
-  history = (run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
-             if samples else [])
-  return _finish_weight_step(run, "rsft", batch, history, {
+  samples, groups = samples_lib.from_trajectories(kept, with_groups=True)
+  result = run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
+  return _finish_weight_step(run, "rsft", batch, result.history, {
       "accepted": len(kept), "accept_rate": len(kept) / max(batch.num_rollouts, 1),
-      "samples": len(samples), "dropped_samples": dropped})
+      "samples": result.num_samples, "dropped_samples": result.num_dropped})
 
 
 def merge_batches(batches):
@@ -476,15 +474,15 @@ def grpo_step(run, harness, budget_rollouts=0):
         continue
       trajectories.append(trajectory)
       trajectory_advantages.append(float(advantage))
-  samples, dropped = samples_lib.from_trajectories(trajectories, trajectory_advantages,
-                                                   max_length=run.policy.config.row_length)
-  history = run.policy.train(samples, "grpo") if samples else []
+  result = run.policy.train(
+      samples_lib.from_trajectories(trajectories, trajectory_advantages), "grpo")
   run.last_batch = batch
-  return _finish_weight_step(run, "grpo", batch, history, {
+  return _finish_weight_step(run, "grpo", batch, result.history, {
       "kept_groups": len(kept_groups), "groups_sampled": len(scores),
       "informative_groups": int(informative.sum()), "refill_rounds": len(batches) - 1,
       "rollouts_discarded": (len(scores) - len(kept_groups)) * group_size,
-      "overlong_filtered": overlong, "samples": len(samples), "dropped_samples": dropped})
+      "overlong_filtered": overlong, "samples": result.num_samples,
+      "dropped_samples": result.num_dropped})
 
 
 def weight_steps(run, harness, num_steps, step_fn=rsft_step, label="weight", stop=None):

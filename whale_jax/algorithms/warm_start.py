@@ -265,7 +265,7 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
                                                         policy.num_updates))
       chunk = [pool[i] for pool, count in zip(pools, counts)
                for i in rng.choice(len(pool), count, replace=False)]
-      history = policy.train(chunk, "rsft")
+      history = policy.train(chunk, "rsft").history
       progress.update(1)
       step = policy.num_updates
       if step % 25 == 0:
