@@ -32,9 +32,9 @@ from whale_jax import atomic_files
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import loop
-from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.harness import Harness
 from whale_jax.parallel import rules
+from whale_jax.rollouts import grouped
 from whale_jax.train import checkpoint as checkpoint_lib
 from whale_jax.train import train_state
 
@@ -119,8 +119,8 @@ def evaluate(run, harness, max_questions=0):
   instances = loop.test_instances(run)
   if max_questions:
     instances = instances[:max_questions]
-  batch = rollouts_lib.collect(run.runtime, run.domain, harness, instances, run.eval_sampling,
-                               run.loop.eval_num_samples, ("test",), run.loop.seed)
+  batch = grouped.collect(run.runtime, run.domain, harness, instances, run.eval_sampling,
+                          run.loop.eval_num_samples, ("test",), run.loop.seed)
   return batch.per_instance_mean()
 
 

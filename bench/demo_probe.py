@@ -12,8 +12,8 @@ and "mechanism" or "mechanism#i" takes the i-th option (default 0) of that mecha
 offline edit library (whale_jax.search.edit_library: query_rewrite, retrieve_first,
 verify_then_retry, ...). Every harness is scored on the same questions (the first
 --max_questions of --split) with the same episode seeds as the demo's test evaluation
-(rollouts.collect with seed key ("test",)), config.loop.eval_num_samples samples each, so the
-rows are paired; each row prints its paired difference from the first harness. With
+(rollouts.grouped.collect with seed key ("test",)), config.loop.eval_num_samples samples each,
+so the rows are paired; each row prints its paired difference from the first harness. With
 --rsft_steps, for each harness of --train_harnesses in turn, that many online RSFT steps
 (loop.rsft_step, the demo's weight step) run from the starting weights under it (each arm
 from the same weights, prompts and episode seeds), and every harness is scored again: a
@@ -82,8 +82,8 @@ def main(argv):
   from whale_jax import atomic_files  # pylint: disable=import-outside-toplevel
   from whale_jax.algorithms import builders  # pylint: disable=import-outside-toplevel
   from whale_jax.algorithms import loop  # pylint: disable=import-outside-toplevel
-  from whale_jax.algorithms import rollouts  # pylint: disable=import-outside-toplevel
   from whale_jax.harness import Harness  # pylint: disable=import-outside-toplevel
+  from whale_jax.rollouts import grouped  # pylint: disable=import-outside-toplevel
   config = demo_pairs.load_config(FLAGS.config, FLAGS.override)
   if FLAGS.solver:
     config.model = dict(source="hf", path=FLAGS.solver)
@@ -107,9 +107,9 @@ def main(argv):
     def score_all(stage):
       first = None
       for spec, harness in harnesses.items():
-        batch = rollouts.collect(run.runtime, run.domain, harness, instances,
-                                 run.eval_sampling, run.loop.eval_num_samples, ("test",),
-                                 run.loop.seed)
+        batch = grouped.collect(run.runtime, run.domain, harness, instances,
+                                run.eval_sampling, run.loop.eval_num_samples, ("test",),
+                                run.loop.seed)
         per_task = batch.per_instance_mean()
         results[f"{stage}/{spec}"] = per_task
         first = first or per_task

@@ -30,8 +30,8 @@ from whale_jax import atomic_files
 from whale_jax import report
 from whale_jax.algorithms import run_log
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
 from whale_jax.search import archive as archive_lib
-from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import meta_harness
 
 _WORKDIR = flags.DEFINE_string("workdir", "/tmp/report_scale", "Where the synthetic run goes "
@@ -93,8 +93,8 @@ def build(workdir, num_candidates, num_episodes):
     sources[f"c{index:04d}"] = source
     trajectories = [_trajectory(rng, task_id) for task_id in task_ids]
     scores = [float(t.ok and rng.random() < 0.4) for t in trajectories]
-    evaluation = evaluation_lib.Evaluation(tuple(task_ids), tuple(range(num_episodes)),
-                                           tuple(scores), tuple(trajectories), num_episodes)
+    evaluation = collector.Evaluation(tuple(task_ids), tuple(range(num_episodes)),
+                                      tuple(scores), tuple(trajectories), num_episodes)
     archive.add(archive_lib.Candidate(
         id=f"c{index:04d}", iteration=1 + index // 8, index=index % 8, hash=str(index),
         parent=parent, origin="incoming" if parent is None else "patch",

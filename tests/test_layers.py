@@ -13,17 +13,19 @@ ALLOWED = {
     "sampling": {"models", "parallel", "tokenization"},
     "harness": {"sampling", "models", "parallel", "tokenization"},
     "tasks": {"harness", "sampling", "models", "parallel", "tokenization"},
-    "search": {"tasks", "harness", "sampling", "models", "parallel", "tokenization"},
+    # The one episode collector and training rollouts: under both search and algorithms.
+    "rollouts": {"tasks", "harness", "sampling", "models", "parallel", "tokenization"},
+    "search": {"rollouts", "tasks", "harness", "sampling", "models", "parallel", "tokenization"},
     # The run report reads the files a run writes (trace files through harness.trajectory);
     # the run log (algorithms) rewrites it after each phase.
     "report": {"harness", "sampling", "models", "parallel", "tokenization"},
-    "algorithms": {"report", "search", "tasks", "harness", "sampling", "train", "models",
-                   "parallel", "tokenization"},
+    "algorithms": {"report", "search", "rollouts", "tasks", "harness", "sampling", "train",
+                   "models", "parallel", "tokenization"},
 }
 # Top-level modules under every layer: any layer may import them; they import no whale_jax
 # module. The other top-level modules (main, serve, aot, quiet) are entry points no layer
 # imports.
-FLOOR = {"atomic_files", "typed_config"}
+FLOOR = {"atomic_files", "seeds", "typed_config"}
 
 
 def _imported_layers(path):

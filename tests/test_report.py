@@ -18,8 +18,8 @@ from whale_jax import atomic_files
 from whale_jax import report
 from whale_jax.algorithms import run_log
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
 from whale_jax.search import archive as archive_lib
-from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import meta_harness
 
 # Gold that must never reach a report file: validation and test references.
@@ -51,8 +51,8 @@ def _evaluation(task_ids, scores):
   trajectories = [_trajectory(task_id, f"answer-{task_id}",
                               outcome="ok" if score else "harness_error")
                   for task_id, score in zip(task_ids, scores)]
-  return evaluation_lib.Evaluation(tuple(task_ids), tuple(range(len(task_ids))), tuple(scores),
-                                   tuple(trajectories), rollouts=len(task_ids))
+  return collector.Evaluation(tuple(task_ids), tuple(range(len(task_ids))), tuple(scores),
+                              tuple(trajectories), rollouts=len(task_ids))
 
 
 def _archive(directory, num_candidates=5, num_episodes=4):
@@ -99,7 +99,7 @@ def make_run(workdir):
   revision = archive_lib.Archive(os.path.join(workdir, REVISION_LABEL))
   revision.add(archive_lib.Candidate(id="c0000", iteration=1, index=0, hash="h", parent=None,
                                      origin="incoming", status="evaluated"), source=SEED_SOURCE,
-               evaluation=evaluation_lib.Evaluation(
+               evaluation=collector.Evaluation(
                    ("val:0",), (0,), (1.0,), (_trajectory("val:0", VALIDATION_GOLD,
                                                          VALIDATION_GOLD),), 1))
   # A VACE GRPO block (weight-split episodes).

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests import http_stub
-from tests.search import test_seeds
+from tests import test_seeds
 from whale_jax.algorithms import builders
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.models import decoder

@@ -72,10 +72,10 @@ def observed(monkeypatch):
 
   from_trajectories = samples_lib.from_trajectories
 
-  def recording(trajectories, advantages=None, max_length=None):
+  def recording(trajectories, advantages=None, with_groups=False):
     if advantages is not None:  # GRPO
       seen["trained"].append(list(trajectories))
-    return from_trajectories(trajectories, advantages, max_length)
+    return from_trajectories(trajectories, advantages, with_groups)
 
   monkeypatch.setattr(runtime_lib.HarnessRuntime, "run_many", counting)
   monkeypatch.setattr(samples_lib, "from_trajectories", recording)

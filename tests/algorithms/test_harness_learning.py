@@ -17,8 +17,8 @@ from whale_jax.algorithms import options
 from whale_jax.harness import runtime as runtime_lib
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
 from whale_jax.search import archive as archive_lib
-from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
 from whale_jax.search import reward as reward_lib
 from whale_jax.search import revision as revision_lib
@@ -90,9 +90,9 @@ class FakeEvaluate:
           "harness_error" if failed else "ok", answer=None if failed else "x",
           error="ValueError: flaky" if failed else ""))
       scores.append(0.0 if failed else task_score(harness.source, index))
-    return evaluation_lib.Evaluation(tuple(i.id for i in instances), tuple(keys),
-                                     tuple(scores), tuple(trajectories),
-                                     rollouts=len(instances))
+    return collector.Evaluation(tuple(i.id for i in instances), tuple(keys),
+                                tuple(scores), tuple(trajectories),
+                                rollouts=len(instances))
 
   @property
   def episodes(self):

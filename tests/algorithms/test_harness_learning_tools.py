@@ -18,6 +18,7 @@ from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import archive_view
 from whale_jax.search import evaluation as evaluation_lib
@@ -231,8 +232,8 @@ def knowing_evaluate(harness, instances, keys):
         f"{instance.id}#0", instance.id, harness.hash, "ok", answer=f"<answer>{gold}</answer>",
         tool_events=[event]))
     scores.append(1.0 if held_out else 0.0)
-  return evaluation_lib.Evaluation(tuple(i.id for i in instances), tuple(keys), tuple(scores),
-                                   tuple(trajectories), rollouts=len(instances))
+  return collector.Evaluation(tuple(i.id for i in instances), tuple(keys), tuple(scores),
+                              tuple(trajectories), rollouts=len(instances))
 
 
 @pytest.mark.parametrize("search_answers", archive_view.SEARCH_ANSWER_MODES)

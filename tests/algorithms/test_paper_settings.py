@@ -241,10 +241,10 @@ def _two_call_trajectory(task_id):
 def test_rsft_minibatches_count_trajectories_as_whale_does():
   from whale_jax.algorithms import policy as policy_lib  # pylint: disable=import-outside-toplevel
   from whale_jax.algorithms import samples as samples_lib  # pylint: disable=import-outside-toplevel
-  samples, dropped, groups = samples_lib.from_trajectories(
+  samples, groups = samples_lib.from_trajectories(
       [_two_call_trajectory("a"), _two_call_trajectory("b"), _two_call_trajectory("c")],
       with_groups=True)
-  assert (len(samples), dropped, groups) == (6, 0, [0, 0, 1, 1, 2, 2])   # a sample per call
+  assert (len(samples), groups) == (6, [0, 0, 1, 1, 2, 2])   # a sample per call
 
   def minibatches(unit, groups):
     policy = types.SimpleNamespace(config=options.PolicyConfig(samples_per_step=2,

@@ -1,16 +1,16 @@
-"""Algorithm pieces against hand-computed expectations: samples, seeds, data cursor, budgets."""
+"""Algorithm pieces against hand-computed expectations: samples, data cursor, budgets."""
 import types
 
 import pytest
 
-from tests.search import test_seeds
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
-from whale_jax.algorithms import rollouts
+from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import samples
 from whale_jax.algorithms import whale
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import grouped
 
 
 def _trajectory(calls):
@@ -25,8 +25,7 @@ def _trajectory(calls):
 
 def test_each_call_completion_is_one_sample_trained_on_its_completion_only():
   trajectory = _trajectory([([5, 6, 7], [[8, 9]]), ([5, 6, 7, 8, 9, 3, 4], [[10], [11, 12]])])
-  result, dropped = samples.from_trajectory(trajectory, advantage=0.5)
-  assert dropped == 0
+  result = samples.from_trajectory(trajectory, advantage=0.5)
   assert [s.token_ids.tolist() for s in result] == [[5, 6, 7, 8, 9], [5, 6, 7, 8, 9, 3, 4, 10],
                                                     [5, 6, 7, 8, 9, 3, 4, 11, 12]]
   assert result[0].loss_mask.tolist() == [0, 0, 0, 1, 1]
@@ -36,49 +35,24 @@ def test_each_call_completion_is_one_sample_trained_on_its_completion_only():
 
 
 def test_too_long_samples_are_dropped_and_counted():
-  trajectory = _trajectory([([1, 2], [[3]]), ([1] * 10, [[4, 5]])])
-  result, dropped = samples.from_trajectory(trajectory, max_length=5)
-  assert len(result) == 1 and dropped == 1
-
-
-def test_episode_seeds_depend_only_on_their_arguments():
-  a = rollouts.episode_seed(0, ("weight", 3), "q1", 2)
-  assert a == rollouts.episode_seed(0, ("weight", 3), "q1", 2)
-  others = {rollouts.episode_seed(1, ("weight", 3), "q1", 2),
-            rollouts.episode_seed(0, ("weight", 4), "q1", 2),
-            rollouts.episode_seed(0, ("weight", 3), "q2", 2),
-            rollouts.episode_seed(0, ("weight", 3), "q1", 1)}
-  assert a not in others and len(others) == 4
-  assert a == test_seeds.reference_seed(0, "episode", ["weight", 3], "q1", 2)
-
-
-def test_training_rollouts_retry_infra_errors_and_group_by_instance():
-  """The one collector under rollouts.collect: an episode that fails outside the harness is
-  run again with the same seed, counted as a rollout, and the batch is grouped [P][G]."""
-  calls = []
-
-  class FlakyRuntime:
-    def run_episodes(self, harness, episodes):
-      calls.append([(e.task_id, e.sampling.seed) for e in episodes])
-      first = len(calls) == 1
-      return [trajectory_lib.Trajectory(
-          episode_id=e.episode_id, task_id=e.task_id, harness_hash="h",
-          outcome="infra_error" if first and i == 1 else "ok", answer=e.task_id, calls=[],
-          error="worker died" if first and i == 1 else "") for i, e in enumerate(episodes)]
-
-  domain = types.SimpleNamespace(verify=lambda instance, answer, trajectory: float(
-      answer == "p1"), tools=lambda instance: {})
-  instances = [types.SimpleNamespace(id=f"p{i}", public={}) for i in range(2)]
-  sampling = types.SimpleNamespace(replace=lambda seed: types.SimpleNamespace(seed=seed))
-  batch = rollouts.collect(FlakyRuntime(), domain, None, instances, sampling, num_samples=2,
-                           seed_key=("weight", 0), run_seed=4)
-  seeds = [rollouts.episode_seed(4, ("weight", 0), f"p{i}", g) for i in range(2)
-           for g in range(2)]
-  assert calls == [list(zip(["p0", "p0", "p1", "p1"], seeds)), [("p0", seeds[1])]]
-  assert batch.num_rollouts == 5
-  assert batch.scores == [[0.0, 0.0], [1.0, 1.0]]
-  assert [[t.outcome for t in group] for group in batch.trajectories] == [["ok"] * 2] * 2
-  assert batch.per_instance_mean() == {"p0": 0.0, "p1": 1.0}
+  """Policy.train is the one place a sample is dropped for its length: the samples of a
+  trajectory are all built, and train leaves out those longer than row_length (with their
+  groups) and counts them."""
+  trajectory = _trajectory([([1, 2], [[3]]), ([1] * 10, [[4, 5]]), ([1, 2, 3], [[6, 7]])])
+  built, groups = samples.from_trajectories([trajectory], with_groups=True)
+  assert [len(s.token_ids) for s in built] == [3, 12, 5] and groups == [0, 0, 0]
+  trained, updated = [], []
+  stand_in = types.SimpleNamespace(  # the Policy with a recording step in place of the model
+      config=options.PolicyConfig(row_length=5), state={"params": "params"},
+      _step=lambda loss: loss, _sampler_params=lambda params: params,
+      _train_epochs=lambda step, chunk, epochs, history, groups: trained.append(
+          (step, chunk, epochs, groups)),
+      sampler=types.SimpleNamespace(update_params=updated.append))
+  result = policy_lib.Policy.train(stand_in, built, "rsft", epochs=2, groups=["a", "b", "c"])
+  assert (result.num_samples, result.num_dropped, result.history) == (2, 1, [])
+  assert trained == [("rsft", [built[0], built[2]], 2, ["a", "c"])] and updated == ["params"]
+  result = policy_lib.Policy.train(stand_in, built[1:2], "grpo")
+  assert (result.num_samples, result.num_dropped) == (0, 1) and len(trained) == 1
 
 
 def test_mean_at_k_splits_into_k_evaluations_and_their_spread():
@@ -86,7 +60,7 @@ def test_mean_at_k_splits_into_k_evaluations_and_their_spread():
   make evaluations 0.5, 0.0 and 1.0, whose sample standard deviation is 0.5 by hand."""
   scores = (1.0, 0.0, 1.0, 0.0, 0.0, 1.0)
   evaluation = types.SimpleNamespace(scores=scores, trajectories=(None,) * 6)
-  batch = rollouts.RolloutBatch(instances=("a", "b"), evaluation=evaluation, num_samples=3)
+  batch = grouped.RolloutBatch(instances=("a", "b"), evaluation=evaluation, num_samples=3)
   assert batch.per_sample_means() == [0.5, 0.0, 1.0]
   assert loop.evaluation_std([0.5, 0.0, 1.0]) == pytest.approx(0.5)
   assert loop.evaluation_std([0.25]) is None

@@ -1,4 +1,5 @@
 """HarnessRuntime: host-served llm and tools calls, recording, ordering, timing, failures."""
+import dataclasses
 import json
 import os
 import random
@@ -48,6 +49,28 @@ def test_chat_is_rendered_once_on_the_host_and_recorded(runtime):
   assert call.completions[0].token_ids == TOKENIZER.encode(reply) + [END_OF_TURN]
   assert trajectory.answer == reply  # the end-of-turn token is not part of the text
   assert (call.method, call.messages, call.sampling["max_tokens"]) == ("chat", MESSAGES, 64)
+
+
+class OwnTextBackend(ScriptedBackend):
+  """Completions whose own text is not the host's decoding: none (a sampler built without a
+  tokenizer) for the first sample of a call, a server's own view for the others."""
+
+  def _complete(self, prompt_ids, params):
+    return [dataclasses.replace(completion, text="" if index == 0 else "a server's own view")
+            for index, completion in enumerate(super()._complete(prompt_ids, params))]
+
+
+def test_text_is_decoded_once_on_the_host_and_recorded_as_the_harness_saw_it():
+  source = ("def run(task, llm, tools):\n"
+            "  return '|'.join(llm.chat([{'role': 'user', 'content': 'x'}], n=2))\n")
+  with HarnessRuntime(OwnTextBackend(TOKENIZER, replies="Paris"), TOKENIZER,
+                      num_workers=1) as pool:
+    trajectory = play(pool, source)
+  assert trajectory.outcome == "ok", trajectory.error
+  completions = trajectory.calls[0].completions
+  assert [c.token_ids for c in completions] == [TOKENIZER.encode("Paris") + [END_OF_TURN]] * 2
+  assert trajectory.answer == "Paris|Paris"  # decoded on the host, less the end-of-turn token
+  assert [c.text for c in completions] == ["Paris", "Paris"]  # the text the harness got
 
 
 def test_generate_encodes_the_raw_prompt(runtime):

@@ -5,7 +5,7 @@ import hashlib
 import re
 
 from whale_jax.harness import trajectory as trajectory_lib
-from whale_jax.search import evaluation
+from whale_jax.rollouts import collector
 
 QA_SPLIT_SIZES = {"weight": -1, "harness": 8, "validation": 8, "test": 8}
 REMINDER = "only the short entity"   # in the edit library's first QA format reminder
@@ -77,7 +77,7 @@ class FakeEvaluate:
     if self.fail_on_call is not None and len(self.calls) == self.fail_on_call:
       raise RuntimeError("interrupted")
     turns = _constant(harness.source, "MAX_TURNS", 2)
-    return evaluation.Evaluation(
+    return collector.Evaluation(
         tuple(i.id for i in instances), tuple(keys),
         tuple(feature_score(harness.source, i.id, k) for i, k in zip(instances, keys)),
         tuple(fake_trajectory(harness, i.id, turns) for i in instances),

@@ -12,6 +12,7 @@ from tests import http_stub
 from tests.search import fakes
 from tests.serve import server_process
 from tests.sampling import tiny_model
+from whale_jax import seeds
 from whale_jax import tasks
 from whale_jax.harness import Harness
 from whale_jax.harness import ScriptedBackend
@@ -20,7 +21,6 @@ from whale_jax.sampling import SamplingParams
 from whale_jax.search import agent_tools
 from whale_jax.search import agentic_proposer
 from whale_jax.search import meta_harness
-from whale_jax.search import seeds
 from whale_jax.search import steering
 from whale_jax.search import tool_calls
 from whale_jax.tokenization import load_tokenizer

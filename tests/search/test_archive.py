@@ -6,8 +6,8 @@ import pytest
 
 from tests.search import fakes
 from whale_jax.harness import Harness
+from whale_jax.rollouts import collector
 from whale_jax.search import archive as archive_lib
-from whale_jax.search import evaluation
 
 
 def _candidate(archive, status="evaluated", source="def run(task, llm, tools):\n  return ''\n"):
@@ -18,9 +18,9 @@ def _candidate(archive, status="evaluated", source="def run(task, llm, tools):\n
 
 def _evaluation(harness, scores):
   ids = tuple(f"t{i}" for i in range(len(scores)))
-  return evaluation.Evaluation(ids, tuple(range(len(ids))), tuple(scores),
-                               tuple(fakes.fake_trajectory(harness, i, 2 + n % 2)
-                                     for n, i in enumerate(ids)), rollouts=len(ids))
+  return collector.Evaluation(ids, tuple(range(len(ids))), tuple(scores),
+                              tuple(fakes.fake_trajectory(harness, i, 2 + n % 2)
+                                    for n, i in enumerate(ids)), rollouts=len(ids))
 
 
 def test_added_candidates_reload_with_their_files(tmp_path):

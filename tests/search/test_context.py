@@ -6,9 +6,9 @@ import pytest
 
 from whale_jax.harness import Harness
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import context as context_lib
-from whale_jax.search import evaluation
 from whale_jax.tasks import seed_harnesses
 from whale_jax.tokenization import load_tokenizer
 
@@ -37,8 +37,8 @@ def _archive(directory, size=HUGE, num_candidates=4):
     source = SEED if index == 0 else SEED.replace("TOPK = 1", f"TOPK = {index + 1}")
     scores = [float((i + index) % 2) for i in range(len(ids))]
     trajectories = [_trajectory(task_id, size, f"MARK-{index}-{task_id}") for task_id in ids]
-    result = evaluation.Evaluation(tuple(ids), tuple(range(6)), tuple(scores),
-                                   tuple(trajectories), rollouts=6)
+    result = collector.Evaluation(tuple(ids), tuple(range(6)), tuple(scores),
+                                  tuple(trajectories), rollouts=6)
     archive.add(archive_lib.Candidate(
         id=archive.next_id(), iteration=1 if index == 0 else 2, index=max(index - 1, 0),
         hash=Harness(source).hash, parent=None if index == 0 else "c0000",

@@ -5,7 +5,7 @@ import gzip
 import pytest
 
 from tests.search import fakes
-from tests.search import test_seeds
+from tests import test_seeds
 from whale_jax import tasks
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime

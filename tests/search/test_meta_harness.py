@@ -5,6 +5,7 @@ import pytest
 
 from tests import http_stub
 from tests.search import fakes
+from whale_jax import seeds as seeds_lib
 from whale_jax import tasks
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
@@ -16,7 +17,6 @@ from whale_jax.search import evaluation
 from whale_jax.search import meta_harness
 from whale_jax.search import model_proposer
 from whale_jax.search import prompt_only
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.search.proposal import Proposal
 from whale_jax.tokenization import load_tokenizer
 

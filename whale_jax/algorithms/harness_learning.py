@@ -113,6 +113,7 @@ import numpy as np
 import tqdm
 
 from whale_jax import atomic_files
+from whale_jax import seeds as seeds_lib
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
@@ -121,7 +122,6 @@ from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.parallel import rules
 from whale_jax.search import revision as revision_lib
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.sampling import SamplingParams
 from whale_jax.tasks import seed_harnesses
 from whale_jax.search import evaluation as search_evaluation
@@ -378,15 +378,14 @@ def sft(run, hl_config, proposer, rows):
   """SFT of the proposer on the demonstration pairs (loss on the reply tokens only)."""
   samples = [samples_lib.demonstration_sample(proposer.tokenizer, row["messages"],
                                                    row["reply"]) for row in rows]
-  row_length = proposer.policy.config.row_length
-  kept = [s for s in samples if len(s.token_ids) <= row_length]
-  if len(kept) < len(samples):
+  result = proposer.policy.train(samples, "rsft", epochs=hl_config.sft_epochs)
+  history = result.history
+  if result.num_dropped:
     logging.warning("%d of %d demonstrations are longer than the proposer's row_length=%d "
-                    "and are left out of SFT; raise config.harness_learning.proposer_training"
-                    ".row_length to train on them.", len(samples) - len(kept), len(samples),
-                    row_length)
-  history = proposer.policy.train(kept, "rsft", epochs=hl_config.sft_epochs) if kept else []
-  metrics = {"samples": len(kept), "dropped_samples": len(samples) - len(kept),
+                    "and were left out of SFT; raise config.harness_learning.proposer_training"
+                    ".row_length to train on them.", result.num_dropped, len(samples),
+                    proposer.policy.config.row_length)
+  metrics = {"samples": result.num_samples, "dropped_samples": result.num_dropped,
              "optimizer_steps": len(history), "proposer_updates": proposer.policy.num_updates}
   if history:
     metrics["loss"] = float(np.mean([h["loss"] for h in history]))
@@ -431,9 +430,8 @@ def grpo_step(run, hl_config, proposer, domains, step):
   samples, kept_groups = samples_lib.group_samples(prompts, completions, rewards,
                                       run.loop.advantage_normalization,
                                       run.loop.filter_zero_advantage)
-  row_length = proposer.policy.config.row_length
-  kept = [s for s in samples if len(s.token_ids) <= row_length]
-  history = proposer.policy.train(kept, "grpo") if kept else []
+  result = proposer.policy.train(samples, "grpo")
+  history = result.history
   flat = [revision for revisions in all_revisions for revision in revisions]
   prompt_tokens = sum(len(prompt) for prompt in prompts)
   completion_tokens = sum(len(c.token_ids) for group in completions for c in group)
@@ -445,8 +443,8 @@ def grpo_step(run, hl_config, proposer, domains, step):
              "parse_rate": float(np.mean([r.parsed for r in flat])),
              "apply_rate": float(np.mean([r.applied for r in flat])),
              "runnable_rate": float(np.mean([r.runnable for r in flat])),
-             "kept_groups": kept_groups, "samples": len(kept),
-             "dropped_samples": len(samples) - len(kept), "optimizer_steps": len(history),
+             "kept_groups": kept_groups, "samples": result.num_samples,
+             "dropped_samples": result.num_dropped, "optimizer_steps": len(history),
              "proposer_updates": proposer.policy.num_updates,
              "proposer_prompt_tokens": prompt_tokens,
              "proposer_completion_tokens": completion_tokens}

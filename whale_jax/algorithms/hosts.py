@@ -31,7 +31,7 @@ import jax
 
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.parallel import distributed
-from whale_jax.search import evaluation as search_evaluation
+from whale_jax.rollouts import collector
 from whale_jax.search import proposal as proposal_lib
 
 
@@ -66,7 +66,7 @@ class ShardedRuntime:
     batches = [(harness, list(episodes)) for harness, episodes in batches]
     mine = [(harness, episodes[self.process_index::self.process_count])
             for harness, episodes in batches]
-    local = search_evaluation.run_batches(self.runtime, mine)
+    local = collector.run_batches(self.runtime, mine)
     self.local_episodes += sum(len(episodes) for _, episodes in mine)
     digest = hashlib.sha256("".join(_episodes_digest(harness, episodes)
                                     for harness, episodes in batches).encode()).hexdigest()[:16]

@@ -41,21 +41,22 @@ import numpy as np
 import tqdm
 
 from whale_jax import atomic_files
+from whale_jax import seeds as seeds_lib
 from whale_jax import typed_config
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
-from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
+from whale_jax.rollouts import grouped
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import agentic_proposer
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import meta_harness
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.search import validation_gate
 from whale_jax.tasks import domain as domain_lib
 from whale_jax.train import checkpoint as checkpoint_lib
@@ -244,7 +245,7 @@ class Run:
   manager: object = None
   tokenizer: object = None
   show_progress: bool = True
-  last_batch: rollouts_lib.RolloutBatch | None = None
+  last_batch: grouped.RolloutBatch | None = None
   search_context_tokens: int = meta_harness.DEFAULT_CONTEXT_TOKENS
   search_max_lines: int = static_checks.DEFAULT_MAX_LINES
 
@@ -343,8 +344,8 @@ def steps_for_epochs(run, epochs):
 def _collect_weight_batch(run, harness, seed_key=None):
   prompts = next_prompts(run, run.loop.prompt_batch)
   seed_key = ("weight", run.state.weight_steps) if seed_key is None else seed_key
-  batch = rollouts_lib.collect(run.runtime, run.domain, harness, prompts, run.sampling,
-                               run.loop.num_samples, seed_key, run.loop.seed)
+  batch = grouped.collect(run.runtime, run.domain, harness, prompts, run.sampling,
+                          run.loop.num_samples, seed_key, run.loop.seed)
   run.counts.add("weight", batch.num_rollouts, batch.num_generated_tokens)
   return batch
 
@@ -385,13 +386,11 @@ def rsft_step(run, harness):
   batch = _collect_weight_batch(run, harness)
   kept = [trajectory for _, trajectory, score in batch.flat()
           if score > run.loop.score_threshold and trajectory.ok]
-  samples, dropped, groups = samples_lib.from_trajectories(
-      kept, max_length=run.policy.config.row_length, with_groups=True)
-  history = (run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
-             if samples else [])
-  return _finish_weight_step(run, "rsft", batch, history, {
+  samples, groups = samples_lib.from_trajectories(kept, with_groups=True)
+  result = run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
+  return _finish_weight_step(run, "rsft", batch, result.history, {
       "accepted": len(kept), "accept_rate": len(kept) / max(batch.num_rollouts, 1),
-      "samples": len(samples), "dropped_samples": dropped})
+      "samples": result.num_samples, "dropped_samples": result.num_dropped})
 
 
 def merge_batches(batches):
@@ -399,15 +398,15 @@ def merge_batches(batches):
   if len(batches) == 1:
     return batches[0]
   evaluations = [batch.evaluation for batch in batches]
-  evaluation = search_evaluation.Evaluation(
+  evaluation = collector.Evaluation(
       task_ids=sum((tuple(e.task_ids) for e in evaluations), ()),
       sample_keys=sum((tuple(e.sample_keys) for e in evaluations), ()),
       scores=sum((tuple(e.scores) for e in evaluations), ()),
       trajectories=sum((tuple(e.trajectories) for e in evaluations), ()),
       rollouts=sum(e.rollouts for e in evaluations),
       generated_tokens=sum(e.generated_tokens for e in evaluations))
-  return rollouts_lib.RolloutBatch(sum((tuple(b.instances) for b in batches), ()), evaluation,
-                                   batches[0].num_samples)
+  return grouped.RolloutBatch(sum((tuple(b.instances) for b in batches), ()), evaluation,
+                              batches[0].num_samples)
 
 
 def generated_tokens(trajectory):
@@ -475,15 +474,15 @@ def grpo_step(run, harness, budget_rollouts=0):
         continue
       trajectories.append(trajectory)
       trajectory_advantages.append(float(advantage))
-  samples, dropped = samples_lib.from_trajectories(trajectories, trajectory_advantages,
-                                                   max_length=run.policy.config.row_length)
-  history = run.policy.train(samples, "grpo") if samples else []
+  result = run.policy.train(
+      samples_lib.from_trajectories(trajectories, trajectory_advantages), "grpo")
   run.last_batch = batch
-  return _finish_weight_step(run, "grpo", batch, history, {
+  return _finish_weight_step(run, "grpo", batch, result.history, {
       "kept_groups": len(kept_groups), "groups_sampled": len(scores),
       "informative_groups": int(informative.sum()), "refill_rounds": len(batches) - 1,
       "rollouts_discarded": (len(scores) - len(kept_groups)) * group_size,
-      "overlong_filtered": overlong, "samples": len(samples), "dropped_samples": dropped})
+      "overlong_filtered": overlong, "samples": result.num_samples,
+      "dropped_samples": result.num_dropped})
 
 
 def weight_steps(run, harness, num_steps, step_fn=rsft_step, label="weight", stop=None):
@@ -602,9 +601,9 @@ def evaluate_test(run, harness=None, label=""):
   """Test mean@k of (current weights, harness); logged and kept in run.state."""
   harness = harness or incumbent(run)
   start = time.time()
-  batch = rollouts_lib.collect(run.runtime, run.domain, harness, test_instances(run),
-                               run.eval_sampling, run.loop.eval_num_samples, ("test",),
-                               run.loop.seed)
+  batch = grouped.collect(run.runtime, run.domain, harness, test_instances(run),
+                          run.eval_sampling, run.loop.eval_num_samples, ("test",),
+                          run.loop.seed)
   run.counts.add("evaluation", batch.num_rollouts, batch.num_generated_tokens)
   instances = [instance for instance, _, _ in batch.flat()]
   trajectories = [trajectory for _, trajectory, _ in batch.flat()]

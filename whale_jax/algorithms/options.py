@@ -126,7 +126,7 @@ class PolicyConfig:
   Attributes:
     optimizer: train/options.OptimizerConfig (a dict of its fields is read into one).
     grpo: train/options.GRPOConfig (used by train(..., "grpo")).
-    row_length: tokens per packed row; longer samples are dropped by the caller.
+    row_length: tokens per packed row; Policy.train leaves out (and counts) longer samples.
     samples_per_step: samples per optimizer step (a minibatch), counted in minibatch_unit.
     minibatch_unit: what samples_per_step counts in RSFT minibatches: "sample" (one per
       completion of an LLM call) or "trajectory" (every sample of that many episodes, as

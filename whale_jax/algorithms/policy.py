@@ -2,8 +2,14 @@
 
   policy = Policy(model_config, params, tokenizer, mesh, options.PolicyConfig(...), name="solver")
   policy.sampler                        # an LLMBackend generating from the current weights
-  metrics = policy.train(samples, "rsft")              # or "grpo"
+  result = policy.train(samples, "rsft")              # or "grpo"
+  result.history, result.num_samples, result.num_dropped
   policy.weights_id                     # "solver@<number of optimizer steps>"
+
+train() is the one place a training sample is dropped for its length: a sample longer than
+config.row_length tokens (one packed row) is left out and counted (TrainResult.num_dropped,
+which the recipes report as the metric dropped_samples); every recipe's samples (solver RSFT
+and GRPO, proposer SFT and GRPO, the warm start) reach the train step through it.
 
 After train() the sampler is pointed at the new params tree: trainer and sampler
 share one set of arrays, so a weight update costs no copy and no name mapping. The train step
@@ -36,18 +42,19 @@ Reference: when the GRPO config keeps one (kl_weight > 0 or keep_reference), a f
 the params given to __init__ (the run's initial weights) is made there, before any
 set_state, so a resumed run keeps the initial weights as its reference, not the restored ones.
 """
+import dataclasses
 import functools
 
 import jax
 import numpy as np
 
+from whale_jax import seeds as seeds_lib
 from whale_jax.algorithms import options
 from whale_jax.models import decoder
 from whale_jax.parallel import handoff as handoff_lib
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.train import grpo
 from whale_jax.train import grpo_update
 from whale_jax.train import optimizer as optimizer_lib
@@ -58,6 +65,20 @@ from whale_jax.train import step as step_lib
 from whale_jax.train import train_state
 
 LOSSES = ("rsft", "grpo")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+  """What one Policy.train call did.
+
+  Attributes:
+    history: one dict of float metrics per optimizer step (empty if there were none).
+    num_samples: the samples trained on.
+    num_dropped: the samples longer than config.row_length, left out (module docstring).
+  """
+  history: list
+  num_samples: int
+  num_dropped: int
 
 
 def _round_rows(num_rows, multiple):
@@ -143,24 +164,27 @@ class Policy:
     return self._steps[loss]
 
   def train(self, samples, loss="rsft", epochs=1, groups=None):
-    """Optimizer steps over the samples; returns their metrics.
+    """Optimizer steps over the samples of at most config.row_length tokens.
 
     "rsft": epochs passes of minibatches (groups: each sample's episode, used when
     config.minibatch_unit is "trajectory"). "grpo": grpo_update.update (module docstring); its
     passes are config.training.grpo.ppo_epochs, so epochs must be 1.
     Returns:
-      a list with one dict of float metrics per optimizer step (empty if there were none).
+      a TrainResult: the metrics of each optimizer step, the samples trained on and the
+      number left out for their length.
     """
     if groups is not None and len(groups) != len(samples):
       raise ValueError(f"train(): {len(groups)} groups for {len(samples)} samples.")
+    kept = [i for i, s in enumerate(samples) if len(s.token_ids) <= self.config.row_length]
+    num_dropped = len(samples) - len(kept)
     if groups is not None:
-      groups = [g for g, s in zip(groups, samples) if len(s.token_ids) <= self.config.row_length]
-    samples = [s for s in samples if len(s.token_ids) <= self.config.row_length]
+      groups = [groups[i] for i in kept]
+    samples = [samples[i] for i in kept]
     if loss == "grpo" and epochs != 1:
       raise ValueError(f"train(..., 'grpo', epochs={epochs}): GRPO passes over a batch are "
                        "config.training.grpo.ppo_epochs; call with epochs=1.")
     if not samples:
-      return []
+      return TrainResult([], 0, num_dropped)
     step = self._step(loss)
     history = []
     try:
@@ -170,7 +194,7 @@ class Policy:
         self._train_epochs(step, samples, epochs, history, groups)
     finally:  # once per call: on a multi-host mesh this gathers the weights
       self.sampler.update_params(self._sampler_params(self.state["params"]))
-    return history
+    return TrainResult(history, len(samples), num_dropped)
 
   def _train_grpo(self, step, samples):
     if self._logprobs is None:

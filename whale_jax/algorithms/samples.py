@@ -1,7 +1,7 @@
 """Training samples (train/packing.py's Sample): every way a recipe turns model output into data.
 
   completion_sample(prompt_ids, completion_ids, logprobs, advantage)   the one constructor
-  from_trajectories(trajectories, advantages, max_length)   solver episodes (RSFT, GRPO)
+  from_trajectories(trajectories, advantages)               solver episodes (RSFT, GRPO)
   group_samples(prompts, completions, rewards, ...)         proposer replies (Harness Learning
                                                             GRPO), group-relative advantages
   demonstration_sample(tokenizer, messages, reply)          a teacher reply (proposer SFT)
@@ -11,8 +11,9 @@ so prompt text, tool outputs and earlier turns (which reappear inside later prom
 trained on. Sampled completions keep the sampler's token ids and logprobs exactly (never
 re-tokenized from text); a demonstration is tokenized from its text and ends with the
 tokenizer's end-of-turn token. Every model call of a trajectory becomes one sample per
-completion; a sample longer than max_length is dropped (and counted). So samples are LLM
-calls, not trajectories: RSFT's minibatch (config.training.samples_per_step) counts samples
+completion (a sample longer than the policy's row is left out and counted by Policy.train,
+the one place that drops samples for their length). So samples are LLM calls, not
+trajectories: RSFT's minibatch (config.training.samples_per_step) counts samples
 unless config.training.minibatch_unit is "trajectory", where it counts episodes (their
 samples stay together: from_trajectories(..., with_groups=True) gives each sample's episode),
 as WHALE's verl SFT minibatch of 64 counts one sequence per multi-turn trajectory.
@@ -40,33 +41,30 @@ def completion_sample(prompt_ids, completion_ids, logprobs=None, advantage=0.0):
                         float(advantage))
 
 
-def from_trajectory(trajectory, advantage=0.0, max_length=None):
-  """(samples, num_dropped) for one trajectory."""
-  samples, dropped = [], 0
+def from_trajectory(trajectory, advantage=0.0):
+  """The samples of one trajectory: one per completion of each call (none for an empty
+  prompt or completion)."""
+  samples = []
   for call in trajectory.calls:
     prompt = list(call.prompt_token_ids)
     for completion in call.completions:
       if not completion.token_ids or not prompt:
         continue
-      if max_length is not None and len(prompt) + len(completion.token_ids) > max_length:
-        dropped += 1
-        continue
       samples.append(completion_sample(prompt, completion.token_ids, completion.logprobs,
                                        advantage))
-  return samples, dropped
+  return samples
 
 
-def from_trajectories(trajectories, advantages=None, max_length=None, with_groups=False):
-  """(samples, num_dropped) of many trajectories (advantages: one per trajectory, default 0);
-  with_groups: (samples, num_dropped, [index of each sample's trajectory])."""
-  samples, dropped, groups = [], 0, []
+def from_trajectories(trajectories, advantages=None, with_groups=False):
+  """The samples of many trajectories (advantages: one per trajectory, default 0);
+  with_groups: (samples, [index of each sample's trajectory])."""
+  samples, groups = [], []
   for i, trajectory in enumerate(trajectories):
     advantage = 0.0 if advantages is None else advantages[i]
-    new, new_dropped = from_trajectory(trajectory, advantage, max_length)
+    new = from_trajectory(trajectory, advantage)
     samples += new
     groups += [i] * len(new)
-    dropped += new_dropped
-  return (samples, dropped, groups) if with_groups else (samples, dropped)
+  return (samples, groups) if with_groups else samples
 
 
 def group_advantages(rewards, normalization, filter_zero_advantage):

@@ -42,10 +42,10 @@ import jax
 
 from whale_jax.algorithms import baselines
 from whale_jax.algorithms import loop
-from whale_jax.algorithms import rollouts as rollouts_lib
 from whale_jax.algorithms import whale
 from whale_jax.harness import Harness
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import grouped
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.search import single_proposal
 from whale_jax.train import checkpoint as checkpoint_lib
@@ -86,10 +86,10 @@ def _block_episodes(run, cycle):
 def _diagnostic_episodes(run, harness):
   """[(Trajectory, score)] of one diagnostic batch under harness at the current weights
   (harness rollouts; seeded by the cycle, so a replayed cycle runs the same episodes)."""
-  batch = rollouts_lib.collect(run.runtime, run.domain, harness,
-                               loop.next_prompts(run, run.loop.prompt_batch), run.sampling,
-                               run.loop.num_samples, ("diagnostic", run.state.cycle),
-                               run.loop.seed)
+  batch = grouped.collect(run.runtime, run.domain, harness,
+                          loop.next_prompts(run, run.loop.prompt_batch), run.sampling,
+                          run.loop.num_samples, ("diagnostic", run.state.cycle),
+                          run.loop.seed)
   run.counts.add("harness", batch.num_rollouts, batch.num_generated_tokens)
   return [(trajectory, score) for _, trajectory, score in batch.flat()]
 

@@ -37,9 +37,9 @@ import numpy as np
 import tqdm
 
 from whale_jax import atomic_files
+from whale_jax import seeds as seeds_lib
 from whale_jax import tasks
 from whale_jax.algorithms import policy as policy_lib
-from whale_jax.algorithms import rollouts
 from whale_jax.algorithms import run_log
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
@@ -48,8 +48,8 @@ from whale_jax.models import ModelConfig
 from whale_jax.models import hf
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
+from whale_jax.rollouts import grouped
 from whale_jax.sampling import SamplingParams
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.tasks import seed_harnesses
 from whale_jax.tasks.qa import generator as synthetic_qa
 from whale_jax.tasks.qa import teacher as synthetic_qa_teacher
@@ -171,8 +171,8 @@ def evaluate(policy, tokenizer, warm_config, harness_sources):
     domain = _world_domain(seed, warm_config.eval_questions)
     with HarnessRuntime(policy.sampler, tokenizer, num_workers=4) as runtime:
       for source in distinct:
-        batch = rollouts.collect(runtime, domain, Harness(source), domain.splits()["test"],
-                                 sampling, 1, ("warm_start_eval",), warm_config.seed)
+        batch = grouped.collect(runtime, domain, Harness(source), domain.splits()["test"],
+                                sampling, 1, ("warm_start_eval",), warm_config.seed)
         accuracies[source].append(batch.mean_score())
   return {name: float(np.mean(accuracies[source])) for name, source in harness_sources.items()}
 
@@ -265,7 +265,7 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
                                                         policy.num_updates))
       chunk = [pool[i] for pool, count in zip(pools, counts)
                for i in rng.choice(len(pool), count, replace=False)]
-      history = policy.train(chunk, "rsft")
+      history = policy.train(chunk, "rsft").history
       progress.update(1)
       step = policy.num_updates
       if step % 25 == 0:

@@ -7,7 +7,12 @@ serve_llm renders chat messages with tokenizer.apply_chat_template (or encodes a
 exactly once, calls backend.submit(prompt_ids, SamplingParams), records prompt ids, completion
 ids, logprobs, sampling params and timings, and returns only the text (a list of texts when
 n > 1). The text is the completion's token ids decoded on the host, less a final
-end-of-generation token; the harness never supplies what the model said.
+end-of-generation token (visible_text); the harness never supplies what the model said. Each
+completion is decoded once, and that one text is both what the harness gets and what the
+trajectory records (RecordedCompletion.text), so a trace shows exactly what the harness saw.
+The backend's own Completion.text is not used: the engine's leaves out any stop token (not
+only an end-of-generation one) and ends at a stop string, an HTTP server's is its own
+decoding, and a sampler without a tokenizer has none.
 
 Sampling: a harness may pass max_tokens, temperature, top_p, top_k, n, stop and seed; anything
 else is a TypeError naming what is allowed. The episode's SamplingParams are the defaults,
@@ -190,15 +195,18 @@ def serve_llm(backend, tokenizer, defaults, message, call_index, episode_start,
   for field in dataclasses.fields(params):
     value = getattr(params, field.name)
     sampling[field.name] = list(value) if isinstance(value, tuple) else value
+  recorded = []
+  for completion in completions:
+    token_ids = [int(i) for i in completion.token_ids]
+    recorded.append(trajectory_lib.RecordedCompletion(
+        token_ids=token_ids, logprobs=[float(p) for p in completion.logprobs],
+        text=visible_text(tokenizer, token_ids), finish_reason=completion.finish_reason))
   call = trajectory_lib.LLMCall(
       method=method, messages=message.get("messages") if method == "chat" else None,
       prompt=message.get("prompt") if method == "generate" else None,
-      prompt_token_ids=prompt_ids, sampling=sampling,
-      completions=[trajectory_lib.RecordedCompletion(
-          token_ids=[int(i) for i in c.token_ids], logprobs=[float(p) for p in c.logprobs],
-          text=c.text, finish_reason=c.finish_reason) for c in completions],
+      prompt_token_ids=prompt_ids, sampling=sampling, completions=recorded,
       started_seconds=started - episode_start, duration_seconds=duration)
-  texts = [visible_text(tokenizer, c.token_ids) for c in call.completions]
+  texts = [completion.text for completion in recorded]
   return (texts[0] if params.n == 1 else texts), call
 
 

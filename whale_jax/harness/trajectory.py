@@ -54,7 +54,8 @@ OUTCOMES = ("ok", "harness_error", "timeout", "infra_error")
 
 @dataclasses.dataclass
 class RecordedCompletion:
-  """One sample as the backend returned it (text is the backend's decoded view)."""
+  """One sample as the backend returned it; text is what the harness got (its token ids
+  decoded on the host, less a final end-of-generation token: harness/host_calls.py)."""
   token_ids: list[int]
   logprobs: list[float]
   text: str

@@ -54,6 +54,7 @@ import urllib.error
 import urllib.request
 
 from whale_jax import atomic_files
+from whale_jax import seeds as seeds_lib
 from whale_jax.sampling import openai_client
 from whale_jax.search import agent_tools
 from whale_jax.search import archive as archive_lib
@@ -61,7 +62,6 @@ from whale_jax.search import archive_view
 from whale_jax.search import context as context_lib
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.search import steering
 from whale_jax.search import tool_calls as tool_calls_lib
 

@@ -46,6 +46,7 @@ training targets.
 import ast
 import random
 
+from whale_jax import seeds as seeds_lib
 from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
@@ -53,7 +54,6 @@ from whale_jax.search import edit_mechanisms
 from whale_jax.search import edit_scope
 from whale_jax.search import prompt_only
 from whale_jax.search import proposal as proposal_lib
-from whale_jax.search import seeds as seeds_lib
 from whale_jax.tasks import registry
 
 PROPOSER_NAME = "edit_library"

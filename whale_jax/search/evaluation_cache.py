@@ -21,6 +21,7 @@ import re
 import threading
 
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
 from whale_jax.search import evaluation as evaluation_lib
 
 
@@ -118,7 +119,7 @@ class CachedEvaluator:
       costs[number] = (result.rollouts, result.generated_tokens)
       for index, score, trajectory in zip(missing[number], result.scores, result.trajectories):
         found[number][index] = (score, trajectory)
-    return [evaluation_lib.Evaluation(
+    return [collector.Evaluation(
         tuple(i.id for i in instances), tuple(keys), tuple(entry[0] for entry in entries),
         tuple(entry[1] for entry in entries), rollouts=cost[0], generated_tokens=cost[1])
             for (_, instances, keys), entries, cost in zip(jobs, found, costs)]

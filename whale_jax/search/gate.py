@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from whale_jax.search import seeds as seeds_lib
+from whale_jax import seeds as seeds_lib
 
 RULES = ("strict", "sign_test", "bootstrap")
 

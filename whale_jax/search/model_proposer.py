@@ -26,11 +26,11 @@ the tokenizer, else the chars/4 estimate of whale_jax.search.context.
 """
 import concurrent.futures
 
+from whale_jax import seeds as seeds_lib
 from whale_jax.sampling import api
 from whale_jax.sampling import openai_client
 from whale_jax.search import context as context_lib
 from whale_jax.search import proposal as proposal_lib
-from whale_jax.search import seeds as seeds_lib
 
 
 

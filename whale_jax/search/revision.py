@@ -47,6 +47,7 @@ from absl import logging
 from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
+from whale_jax.rollouts import collector
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import archive_view
 from whale_jax.search import candidate_check
@@ -247,7 +248,7 @@ def archived_evaluation(archive_dir, candidate_id):
   if not examples:
     return None
   trajectories = archive.trajectories(candidate_id)
-  return evaluation_lib.Evaluation(
+  return collector.Evaluation(
       tuple(row["task_id"] for row in examples), tuple(row["sample_key"] for row in examples),
       tuple(row["score"] for row in examples), tuple(trajectories), rollouts=0)
 

@@ -17,10 +17,10 @@ from absl import logging
 
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
+from whale_jax.rollouts import collector
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import candidate_check
 from whale_jax.search import context as context_lib
-from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import proposal as proposal_lib
 
 PROPOSAL_FILE = "proposal.json"
@@ -29,7 +29,7 @@ PROPOSAL_FILE = "proposal.json"
 def _block_evaluation(episodes):
   """An Evaluation of the incumbent made of already-run episodes (costing no rollouts)."""
   trajectories = tuple(trajectory for trajectory, _ in episodes)
-  return evaluation_lib.Evaluation(
+  return collector.Evaluation(
       task_ids=tuple(t.task_id for t in trajectories), sample_keys=tuple(range(len(episodes))),
       scores=tuple(float(score) for _, score in episodes), trajectories=trajectories,
       rollouts=0)

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 
+from whale_jax.rollouts import collector
 from whale_jax.search import evaluation as evaluation_lib
 from whale_jax.search import evaluation_cache
 from whale_jax.search import gate
@@ -29,8 +30,8 @@ from whale_jax.search import gate
 @dataclasses.dataclass(frozen=True)
 class GateResult:
   decision: gate.GateDecision
-  incumbent_evaluation: evaluation_lib.Evaluation
-  candidate_evaluation: evaluation_lib.Evaluation
+  incumbent_evaluation: collector.Evaluation
+  candidate_evaluation: collector.Evaluation
   rollouts: int
   log_row: dict
 

@@ -1,12 +1,12 @@
-"""Rollouts: G episodes per instance with the current weights, grouped for training.
+"""Training rollouts: G episodes per instance with the current weights, grouped for training.
 
-  batch = rollouts.collect(runtime, domain, harness, instances, sampling, num_samples=8,
-                           seed_key=("weight", step), run_seed=0)
+  batch = grouped.collect(runtime, domain, harness, instances, sampling, num_samples=8,
+                          seed_key=("weight", step), run_seed=0)
   batch.trajectories[i][g], batch.scores[i][g]     # instance i, sample g
-  batch.evaluation                                 # the flat search.evaluation.Evaluation
+  batch.evaluation                                 # the flat rollouts.collector.Evaluation
 
 The episodes are run, retried and scored by the one collector,
-whale_jax.search.evaluation.collect (see there: infra errors are retried once, then score 0,
+whale_jax.rollouts.collector.collect (see there: infra errors are retried once, then score 0,
 are counted apart and are never trained on); a RolloutBatch is that Evaluation seen as
 [instance][sample] groups. Episode g of instance i has the seed
 seeds.derive_seed(run_seed, "episode", seed_key, instance id, g): two harnesses evaluated
@@ -17,8 +17,8 @@ import dataclasses
 
 from absl import logging
 
-from whale_jax.search import evaluation as evaluation_lib
-from whale_jax.search import seeds as seeds_lib
+from whale_jax import seeds as seeds_lib
+from whale_jax.rollouts import collector
 
 
 def episode_seed(run_seed, seed_key, instance_id, sample_index):
@@ -31,7 +31,7 @@ def episode_seed(run_seed, seed_key, instance_id, sample_index):
 class RolloutBatch:
   """num_samples scored episodes per instance, in instance order (module docstring)."""
   instances: tuple
-  evaluation: evaluation_lib.Evaluation
+  evaluation: collector.Evaluation
   num_samples: int
 
   def _groups(self, values):
@@ -94,8 +94,8 @@ def collect(runtime, domain, harness, instances, sampling, num_samples=1, seed_k
   seeds = [episode_seed(run_seed, seed_key, instance.id, index)
            for instance in instances for index in range(num_samples)]
   names = [f"{instance.id}#{index}" for instance in instances for index in range(num_samples)]
-  evaluation = evaluation_lib.collect(runtime, domain, harness, repeated, seeds, sampling,
-                                      episode_ids=names)
+  evaluation = collector.collect(runtime, domain, harness, repeated, seeds, sampling,
+                                 episode_ids=names)
   if evaluation.num_infra_errors * 2 > len(repeated):
     failed = next(t for t in evaluation.trajectories if t.outcome == "infra_error")
     logging.warning("%d of %d episodes failed outside the harness (infra_error) after a "

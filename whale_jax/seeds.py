@@ -20,7 +20,7 @@ import json
 
 VERSION = "whale_jax.seed/1"
 PURPOSES = (
-    "episode",          # algorithms/rollouts.py: (seed key, task id, sample index)
+    "episode",          # rollouts/grouped.py: (seed key, task id, sample index)
     "sample_key",       # search/evaluation.py: (task id,) one per task, all candidates alike
     "data_order",       # algorithms/loop.py: (epoch,) the weight split's order
     "minibatch_order",  # algorithms/policy.py: (updates, epoch) the samples' order

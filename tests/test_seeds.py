@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from whale_jax import seeds
 from whale_jax.search import gate
-from whale_jax.search import seeds
 
 
 def reference_seed(run_seed, purpose, *parts):
