@@ -1,12 +1,14 @@
 """Bad configs as a new user makes them: each is refused by `python -m whale_jax.main` in under
-5 s, in one line that names the key and the fix, with exit status 2, no traceback, and no file
-written. The process is observed from outside (its stderr, its exit status, its wall time,
-the directory it was given)."""
+5 s of CPU time, in one line that names the key and the fix, with exit status 2, no traceback,
+and no file written. The process is observed from outside (its stderr, its exit status, the
+CPU seconds the kernel counted for it, the directory it was given). CPU time, not wall time:
+on a loaded machine the wall time of the same work grows with the load, its CPU time does not.
+"""
 import os
 import pathlib
+import resource
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -97,19 +99,21 @@ def test_bad_config_is_refused_fast_in_one_line_leaving_nothing(name, tmp_path):
   workdir = tmp_path / ("taken" if name == "workdir_is_a_file" else "run")
   before = sorted(os.listdir(tmp_path))
   env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
-  start = time.monotonic()
+  before_usage = resource.getrusage(resource.RUSAGE_CHILDREN)
   process = subprocess.run(
       [sys.executable, "-m", "whale_jax.main", *[a.format(tmp=tmp_path) for a in arguments],
        f"--workdir={workdir}"], cwd=ROOT, env=env, capture_output=True, text=True,
       timeout=60)
-  seconds = time.monotonic() - start
+  after_usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  seconds = ((after_usage.ru_utime + after_usage.ru_stime) -
+             (before_usage.ru_utime + before_usage.ru_stime))
   lines = [line for line in process.stderr.splitlines() if line.strip()]
   assert process.returncode == 2, process.stderr[-2000:]
   assert len(lines) == 1 and lines[0].startswith("FATAL config error: "), process.stderr
   assert "Traceback" not in process.stderr
   for word in words:
     assert word in lines[0], (word, lines[0])
-  assert seconds < MAX_SECONDS, f"{name} took {seconds:.1f} s"
+  assert seconds < MAX_SECONDS, f"{name} took {seconds:.1f} s of CPU time"
   assert sorted(os.listdir(tmp_path)) == before  # no workdir, nothing else written
   assert not os.path.isdir(tmp_path / "run")
 
