@@ -38,3 +38,21 @@ def started(flags, wait_seconds=600):
     except subprocess.TimeoutExpired:
       process.kill()
       process.wait()
+
+
+# The server the serve tests share (tests/serve/conftest.py): the embedded solver with 64 slots
+# and a 2,048-token context (the judge's prompt is ~1,300 tokens of the solver's vocabulary),
+# 4 decode steps per device call (a streamed chunk after each), at most 64 queued requests,
+# and the default --bucket_ratio=8: a warmed grid of 3 slot batches x 3 cache lengths.
+SHARED_MODEL = "embedded"
+SHARED_MAX_PENDING = 64
+SHARED_MAX_SLOTS = 64
+SHARED_CONTEXT = 2048
+SHARED_STEPS_PER_CALL = 4
+
+
+def shared_flags(compilation_cache_dir):
+  return [f"--model={SHARED_MODEL}", f"--max_pending_requests={SHARED_MAX_PENDING}",
+          f"--max_slots={SHARED_MAX_SLOTS}", f"--steps_per_call={SHARED_STEPS_PER_CALL}",
+          f"--max_cache_length={SHARED_CONTEXT}",
+          f"--compilation_cache_dir={compilation_cache_dir}"]

@@ -1,9 +1,10 @@
 """`python -m whale_jax.serve` as a real process on 127.0.0.1, against the in-process sampler.
 
-One server per module (the embedded solver, --max_pending_requests=64), driven with the
-`openai` Python client and with raw HTTP (httpx). References are computed in this process
-with sampling.Sampler on the same checkpoint: the same prompt ids, SamplingParams and request
-keys must give the same tokens, and logprobs within 1e-5.
+One server for the serve tests (tests/serve/conftest.py: the embedded solver, 64 slots,
+--max_pending_requests=64), driven with the `openai` Python client and with raw HTTP (httpx).
+References are computed in this process with sampling.Sampler on the same checkpoint: the same
+prompt ids, SamplingParams and request keys must give the same tokens, and logprobs within
+float32 rounding (tests/float_bounds.py).
 """
 import concurrent.futures
 import json
@@ -24,23 +25,20 @@ from whale_jax.sampling import SamplingParams
 from whale_jax.tasks import judge
 from whale_jax.tokenization import load_tokenizer
 
-MODEL = "embedded"
-MAX_PENDING = 64
-CONTEXT = 2048  # the judge prompt is ~1,300 tokens of the solver's vocabulary (trained at 1,024)
+MODEL = server_process.SHARED_MODEL
+MAX_PENDING = server_process.SHARED_MAX_PENDING
+CONTEXT = server_process.SHARED_CONTEXT
 # Served and in-process logprobs are two float32 computations of the same numbers whose
 # reductions run in different orders (the server batches the requests with others, in its own
 # slot count, chunking and cache length), so they agree only to float32 rounding: see
 # tests/float_bounds.py for the bound and its derivation.
 PROMPTS = ["Who founded the Vokzag company?", "hello", "Where is Nuk?"]
-STEPS_PER_CALL = 4  # the server's decode steps per device call: a streamed chunk after each
+STEPS_PER_CALL = server_process.SHARED_STEPS_PER_CALL  # a streamed chunk after each call
 
 
 @pytest.fixture(scope="module")
-def server_url():
-  with server_process.started(
-      [f"--model={MODEL}", f"--max_pending_requests={MAX_PENDING}", "--max_slots=64",
-       f"--steps_per_call={STEPS_PER_CALL}", f"--max_cache_length={CONTEXT}"]) as (url, _):
-    yield url
+def server_url(shared_server):
+  return shared_server[0]
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,12 @@
 """`python -m whale_jax.serve` compiles everything before it listens, and nothing under load.
 
-One real server process on 127.0.0.1 (the embedded solver; 8 slots, a 128-token context and
---bucket_ratio=8, so the warmed grid is 2 slot batches x 2 cache lengths: some 40 programs).
-After it is healthy, a burst of requests spread over every prompt and output length the
-context allows, completions and chat, n up to the slot count, stop strings, guided_choice,
-streamed and not, must leave /health's compilation counters where they were.
+The serve tests' one real server process on 127.0.0.1 (tests/serve/conftest.py: the embedded
+solver; 64 slots, a 2,048-token context and --bucket_ratio=8, so the warmed grid is 3 slot
+batches x 3 cache lengths: some 90 programs, compiled at its start with an empty compilation
+cache of its own). A burst of requests spread over every prompt length the context allows and
+output lengths up to MAX_NEW_TOKENS (enough to cross every cache length bucket), completions
+and chat, n up to the slot count, stop strings, guided_choice, streamed and not, must leave
+/health's compilation counters where they were.
 """
 import concurrent.futures
 import json
@@ -19,11 +21,14 @@ from whale_jax import serve
 from whale_jax.sampling import engine as engine_lib
 from whale_jax.tokenization import load_tokenizer
 
-MODEL = "embedded"
-MAX_SLOTS = 8
-CONTEXT = 128
-BUCKET_RATIO = 8
+MODEL = server_process.SHARED_MODEL
+MAX_SLOTS = server_process.SHARED_MAX_SLOTS
+CONTEXT = server_process.SHARED_CONTEXT
 NUM_REQUESTS = 48
+# Longer outputs than this reach no other program: a short prompt that grows by 300 tokens
+# already passes every cache length bucket (32 -> 256 -> 2,048), and the long prompts start in
+# the last one. Decoding ~2,000 tokens would only add a minute.
+MAX_NEW_TOKENS = 300
 
 
 def test_geometric_buckets_and_bucket_for():
@@ -40,19 +45,10 @@ def test_geometric_buckets_and_bucket_for():
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-  return tmp_path_factory.mktemp("compilation_cache")
-
-
-@pytest.fixture(scope="module")
-def server(cache_dir):
-  """(base URL, the startup lines) of a server that has finished warming up (with an empty
-  compilation cache of its own: every program is compiled)."""
-  with server_process.started(
-      [f"--model={MODEL}", f"--max_slots={MAX_SLOTS}", f"--max_cache_length={CONTEXT}",
-       "--steps_per_call=8", f"--bucket_ratio={BUCKET_RATIO}",
-       f"--compilation_cache_dir={cache_dir}"]) as (url, lines):
-    yield url.removesuffix("/v1"), lines
+def server(shared_server):
+  """(base URL, the startup lines, the compilation cache dir) of the warmed server."""
+  url, lines, cache_dir = shared_server
+  return url.removesuffix("/v1"), lines, cache_dir
 
 
 def _bodies(tokenizer):
@@ -61,10 +57,11 @@ def _bodies(tokenizer):
   bodies = []
   for i in range(NUM_REQUESTS):
     kind = i % 6
-    # Prompt lengths from 1 token to nearly the whole context; max_tokens from 1 to the rest.
+    # Prompt lengths from 1 token to nearly the whole context; max_tokens from 1 to the rest,
+    # at most MAX_NEW_TOKENS.
     prompt_length = 1 + (i * (CONTEXT - 3)) // (NUM_REQUESTS - 1)
     room = CONTEXT - prompt_length
-    max_tokens = 1 + (i * 7919) % room
+    max_tokens = 1 + (i * 7919) % min(room, MAX_NEW_TOKENS)
     common = {"model": MODEL, "max_tokens": max_tokens, "seed": i,
               "temperature": [0.0, 1.0][i % 2], "ignore_eos": i % 4 == 1}
     prompt = rng.integers(5, tokenizer.vocab_size, prompt_length).tolist()
@@ -80,7 +77,7 @@ def _bodies(tokenizer):
       length = len(tokenizer.apply_chat_template(messages, add_generation_prompt=True))
       bodies.append({"endpoint": "chat/completions", "messages": messages,
                      "stream": kind == 3, **common,
-                     "max_tokens": 1 + (i * 7919) % (CONTEXT - length)})
+                     "max_tokens": 1 + (i * 7919) % min(CONTEXT - length, MAX_NEW_TOKENS)})
     elif kind == 4:  # guided_choice: scored, not sampled
       choices = ["CORRECT", "INCORRECT", "maybe so", "no", "yes"][:1 + i % 5]
       longest = max(len(tokenizer.encode(c)) for c in choices)
@@ -106,10 +103,11 @@ def _send(base_url, body):
       return reply.status_code, [json.loads(e) if e != "[DONE]" else e for e in events]
 
 
-def test_startup_reports_the_warm_up(server, cache_dir):
-  base_url, lines = server
+def test_startup_reports_the_warm_up(server):
+  base_url, lines, cache_dir = server
   warmed = next(line for line in lines if "warmed" in line)
-  assert "2 slot batches [1, 8] x 2 cache lengths [32, 128]" in warmed
+  # Ratio 8 from 1 to 64 slots; from 32 to 2,048 tokens in multiples of 16.
+  assert "3 slot batches [1, 8, 64] x 3 cache lengths [32, 256, 2048]" in warmed
   health = httpx.get(f"{base_url}/health").json()
   assert health["status"] == "ok"
   assert health["warmup_seconds"] > 0 and health["warmup_programs"] > 0
@@ -119,7 +117,7 @@ def test_startup_reports_the_warm_up(server, cache_dir):
 
 
 def test_a_burst_over_the_whole_range_compiles_nothing(server):
-  base_url, _ = server
+  base_url, _, _ = server
   tokenizer = load_tokenizer(serve.EMBEDDED_SOLVER)
   bodies = _bodies(tokenizer)
   before = httpx.get(f"{base_url}/health").json()
