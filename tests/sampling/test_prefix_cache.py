@@ -41,6 +41,14 @@ def _assert_same(cached, uncached, tolerance=TOLERANCE):
         np.abs(a - b) / np.maximum(1.0, np.abs(b)))
 
 
+def _sampler(config, params, max_slots=8, **options):
+  """A Sampler on a coarse bucket grid (one slot batch, cache lengths 64 and 256): every
+  engine here compiles a few programs instead of the default grid's, and a conversation that
+  outgrows 64 positions still moves its slots to the longer cache."""
+  return Sampler(config, params, max_slots=max_slots, steps_per_call=STEPS,
+                 batch_sizes=(max_slots,), cache_lengths=(64, 256), **options)
+
+
 def test_index_finds_longest_cached_run_and_evicts_least_recent_leaf():
   index = prefix_cache.PrefixIndex(block_size=2, max_blocks=4, min_blocks=2)
   assert index.insert([1, 2, 3, 4, 5], set()) == [(0, 0), (1, 1)]  # the 5 is a partial block
@@ -69,8 +77,7 @@ def test_group_of_eight_prefills_once_and_matches_uncached(params):
   sampling = SamplingParams(max_tokens=12, seed=5)
   outputs, metrics = [], []
   for cache_bytes in (None, 0):
-    with Sampler(CONFIG, params, max_slots=16, steps_per_call=STEPS,
-                 prefix_cache_bytes=cache_bytes) as sampler:
+    with _sampler(CONFIG, params, max_slots=16, prefix_cache_bytes=cache_bytes) as sampler:
       # Eight requests of one prompt (one sample each, as G episodes send), then one n=8 one.
       group = sampler.generate([prompt] * 8, sampling, request_keys=list(range(8)))
       group += sampler.generate([prompt], sampling.replace(n=8), request_keys=[9])
@@ -123,7 +130,7 @@ def test_ragged_multi_turn_episodes_match_uncached(params, block_size, cache_byt
   sampling = SamplingParams(max_tokens=20, temperature=1.0)
   outputs, metrics = [], []
   for budget in (cache_bytes, 0):
-    with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS, prefix_cache_bytes=budget,
+    with _sampler(CONFIG, params, max_slots=8, prefix_cache_bytes=budget,
                  prefix_block_size=block_size, prefix_cache_completions=completions,
                  unrolled=unrolled) as sampler:
       outputs.append(_run_episodes(sampler, episodes, sampling))
@@ -156,7 +163,7 @@ def test_prompt_blocks_stay_bitwise_after_evictions(params):
   sampling = SamplingParams(max_tokens=20, temperature=1.0)
   outputs, metrics = [], []
   for budget in (12 * 2 * 2 * 4 * 2 * 8 * 4, 0):
-    with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS, prefix_cache_bytes=budget,
+    with _sampler(CONFIG, params, max_slots=8, prefix_cache_bytes=budget,
                  prefix_block_size=4) as sampler:
       _run_episodes(sampler, filler, sampling)
       before = sampler.metrics()
@@ -178,7 +185,7 @@ def test_bfloat16_prompt_blocks_are_bitwise_too(params, cache_bytes):
   sampling = SamplingParams(max_tokens=20, temperature=1.0)
   outputs, metrics = [], []
   for budget in (cache_bytes, 0):
-    with Sampler(config, bf16, max_slots=8, steps_per_call=STEPS, prefix_cache_bytes=budget,
+    with _sampler(config, bf16, max_slots=8, prefix_cache_bytes=budget,
                  prefix_block_size=4) as sampler:
       if cache_bytes is not None:
         _run_episodes(sampler, filler, sampling)
@@ -197,13 +204,12 @@ def test_new_weights_drop_the_cache(params):
   prompt = list(range(3, 40))
   sampling = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
   other = tiny_model.params(seed=4)
-  with Sampler(CONFIG, params, max_slots=4, steps_per_call=STEPS) as sampler:
+  with _sampler(CONFIG, params, max_slots=4) as sampler:
     sampler.generate([prompt], sampling)
     sampler.update_params(other)
     cached = sampler.generate([prompt], sampling)
     assert sampler.metrics()["prefill_tokens_saved"] == 0
-  with Sampler(CONFIG, other, max_slots=4, steps_per_call=STEPS,
-               prefix_cache_bytes=0) as sampler:
+  with _sampler(CONFIG, other, max_slots=4, prefix_cache_bytes=0) as sampler:
     _assert_same(cached, sampler.generate([prompt], sampling))
 
 
