@@ -119,7 +119,7 @@ def test_rows_that_do_not_advance_keep_their_length_and_later_match():
   params = _params(config)
   tokens = np.asarray(jax.random.randint(jax.random.key(3), (2, 4), 0, 61))
   cache = decode_step.init_cache(config, 2, 8)
-  layers = decode_step.split_layers(params, config)
+  layers = jax.jit(decode_step.split_layers, static_argnums=1)(params, config)
   # Row 1 idles (advance 0) on its first step, then reads tokens 0..2 one step late.
   step = jax.jit(lambda p, l, t, c, a: decode_step.step(p, l, config, t, c, a))
   logits = []
@@ -151,7 +151,7 @@ def test_step_writes_each_rows_key_and_value_at_its_length_only(dtype):
            "value": tuple(jnp.asarray(v, dtype) for v in before_values),
            "length": jnp.asarray(lengths)}
   tokens = np.array([5, 17, 33])
-  layers = decode_step.split_layers(params, config)
+  layers = jax.jit(decode_step.split_layers, static_argnums=1)(params, config)
   _, after = jax.jit(lambda p, l, t, c: decode_step.step(p, l, config, t, c))(
       params, layers, jnp.asarray(tokens), cache)
   # Layer 0's new value from the embedding, the attention norm and the value projection (no
