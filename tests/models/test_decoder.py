@@ -1,4 +1,6 @@
 """Decoder invariants: attention against a numpy loop, cached decode equals the full pass."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,6 +17,15 @@ BATCH, LENGTH, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM = 2, 7, 6, 3, 4
 CONFIG = ModelConfig(vocab_size=61, num_layers=3, embed_dim=40, mlp_dim=56, num_heads=4,
                      num_kv_heads=2, head_dim=12, model_type="qwen3", tie_embeddings=False,
                      rope_theta=10_000.0)
+
+# Jitted once here and shared by the tests (eager calls compile the layer scan at every call).
+_forward = jax.jit(decoder.forward, static_argnums=1)
+_forward_with_cache = jax.jit(decoder.forward_with_cache, static_argnums=1)
+
+
+@functools.cache
+def _params():
+  return jax.jit(decoder.init_params, static_argnums=0)(CONFIG, jax.random.key(0))
 
 
 def reference_attend(query, key, value, mask):
@@ -55,14 +66,13 @@ def test_causal_mask_respects_segments():
 
 @pytest.mark.parametrize("chunks", [(7,), (4, 1, 1, 1), (1, 2, 3, 1)])
 def test_cached_decoding_equals_full_forward(chunks):
-  params = decoder.init_params(CONFIG, jax.random.key(0))
+  params = _params()
   tokens = jax.random.randint(jax.random.key(1), (BATCH, LENGTH), 0, CONFIG.vocab_size)
-  full = decoder.forward(params, CONFIG, tokens)
+  full = _forward(params, CONFIG, tokens)
   cache = kv_cache.init(CONFIG, BATCH, LENGTH + 3)
   pieces, start = [], 0
   for size in chunks:
-    logits, cache = decoder.forward_with_cache(params, CONFIG, tokens[:, start:start + size],
-                                               cache)
+    logits, cache = _forward_with_cache(params, CONFIG, tokens[:, start:start + size], cache)
     pieces.append(logits)
     start += size
   np.testing.assert_allclose(jnp.concatenate(pieces, axis=1), full, atol=1e-5, rtol=0)
@@ -75,7 +85,7 @@ def test_prepared_weight_bits_give_the_same_bfloat16_cache_and_logits():
   weights (bfloat16 tolerance)."""
   low = CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
   reference = jax.tree.map(lambda p: p.astype(jnp.bfloat16).astype(jnp.float32),
-                           decoder.init_params(CONFIG, jax.random.key(0)))
+                           _params())
   params = jax.tree.map(lambda p: p.astype(jnp.bfloat16), reference)
   weight_bits = jax.jit(decoder.inference_bits, static_argnums=1)(params, low)
   assert {leaf.dtype for leaf in jax.tree.leaves(weight_bits)} == {jnp.dtype(jnp.uint16)}
@@ -88,26 +98,25 @@ def test_prepared_weight_bits_give_the_same_bfloat16_cache_and_logits():
   np.testing.assert_array_equal(logits, converted_logits)
   np.testing.assert_array_equal(prepared["key"].astype(jnp.float32),
                                 converted["key"].astype(jnp.float32))
-  np.testing.assert_allclose(logits, decoder.forward(reference, CONFIG, tokens), atol=0.1,
-                             rtol=0)
+  np.testing.assert_allclose(logits, _forward(reference, CONFIG, tokens), atol=0.1, rtol=0)
   with pytest.raises(ValueError, match="weight_bits is read only with bits=True"):
     decoder.forward_with_cache(params, low, tokens, cache, weight_bits=weight_bits)
 
 
 def test_cached_decoding_with_ragged_prefill_equals_full_forward():
   """Rows with different prompt lengths: right-padded prefill, then per-row decode offsets."""
-  params = decoder.init_params(CONFIG, jax.random.key(0))
+  params = _params()
   tokens = np.asarray(jax.random.randint(jax.random.key(2), (BATCH, LENGTH), 0, 61))
   prompt_lengths = np.array([3, 5], np.int32)
   prefill = tokens[:, :5].copy()
   prefill[0, 3:] = 0  # padding beyond row 0's prompt
   cache = kv_cache.init(CONFIG, BATCH, LENGTH)
-  _, cache = decoder.forward_with_cache(params, CONFIG, jnp.asarray(prefill), cache,
-                                        num_new_tokens=jnp.asarray(prompt_lengths))
+  _, cache = _forward_with_cache(params, CONFIG, jnp.asarray(prefill), cache,
+                                 num_new_tokens=jnp.asarray(prompt_lengths))
   # Next token of each row: row 0 continues at index 3, row 1 at index 5.
   step = jnp.asarray(tokens[np.arange(BATCH), prompt_lengths])[:, None]
-  logits, cache = decoder.forward_with_cache(params, CONFIG, step, cache)
-  full = decoder.forward(params, CONFIG, jnp.asarray(tokens))
+  logits, cache = _forward_with_cache(params, CONFIG, step, cache)
+  full = _forward(params, CONFIG, jnp.asarray(tokens))
   expected = np.asarray(full)[np.arange(BATCH), prompt_lengths]
   np.testing.assert_allclose(logits[:, 0], expected, atol=1e-5, rtol=0)
   np.testing.assert_array_equal(cache["length"], prompt_lengths + 1)

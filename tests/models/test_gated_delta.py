@@ -10,6 +10,10 @@ from whale_jax.models import gated_delta
 # Distinct sizes: a swapped axis fails loudly instead of broadcasting.
 BATCH, LENGTH, NUM_HEADS, KEY_DIM, VALUE_DIM = 2, 23, 3, 5, 7
 
+# Jitted once here: eager calls dispatch (and compile) the rule op by op.
+_recurrent = jax.jit(gated_delta.recurrent)
+_chunked = jax.jit(gated_delta.chunked, static_argnames="chunk_size")
+
 
 def random_inputs(seed, length=LENGTH, with_resets=False):
   rng = np.random.default_rng(seed)
@@ -52,7 +56,7 @@ def reference_delta_rule(query, key, value, log_decay, beta, initial_state, rese
 @pytest.mark.parametrize("with_resets", [False, True], ids=["plain", "resets"])
 def test_recurrence_matches_numpy_loop(with_resets):
   inputs = random_inputs(0, with_resets=with_resets)
-  output, final = gated_delta.recurrent(**inputs)
+  output, final = _recurrent(**inputs)
   expected_output, expected_final = reference_delta_rule(**inputs)
   np.testing.assert_allclose(output, expected_output, atol=2e-5, rtol=0)
   np.testing.assert_allclose(final, expected_final, atol=2e-5, rtol=0)
@@ -63,7 +67,7 @@ def test_recurrence_matches_numpy_loop(with_resets):
 def test_chunked_matches_numpy_loop(chunk_size, with_resets):
   """LENGTH = 23 is not a multiple of 4 or 8: the padded tail must not change the state."""
   inputs = random_inputs(1, with_resets=with_resets)
-  output, final = gated_delta.chunked(**inputs, chunk_size=chunk_size)
+  output, final = _chunked(**inputs, chunk_size=chunk_size)
   expected_output, expected_final = reference_delta_rule(**inputs)
   np.testing.assert_allclose(output, expected_output, atol=2e-5, rtol=0)
   np.testing.assert_allclose(final, expected_final, atol=2e-5, rtol=0)
@@ -76,7 +80,7 @@ def test_chunked_stays_accurate_after_strong_decay():
   inputs = random_inputs(6, length=64)
   inputs["log_decay"][:, :24] = -40.0
   inputs["log_decay"][:, 24:] *= 0.05
-  output, final = gated_delta.chunked(**inputs)
+  output, final = _chunked(**inputs)
   expected_output, expected_final = reference_delta_rule(**inputs)
   np.testing.assert_allclose(output, expected_output, atol=2e-5, rtol=0)
   np.testing.assert_allclose(final, expected_final, atol=2e-5, rtol=0)
@@ -89,7 +93,7 @@ def test_masked_tokens_leave_the_state_unchanged():
   inputs["log_decay"][:, 10:14] = 0.0
   kept = {name: np.delete(x, np.s_[10:14], axis=1) if x.ndim >= 3 and x.shape[1] == LENGTH
           else x for name, x in inputs.items()}
-  _, final = gated_delta.chunked(**inputs, chunk_size=8)
+  _, final = _chunked(**inputs, chunk_size=8)
   _, expected_final = reference_delta_rule(**kept)
   np.testing.assert_allclose(final, expected_final, atol=2e-5, rtol=0)
 
@@ -120,9 +124,10 @@ def test_chunked_gradient_matches_recurrence_gradient():
 
   arrays = [jnp.asarray(inputs[name]) for name in names]
   chunked = lambda **kw: gated_delta.chunked(**kw, chunk_size=8)
-  chunked_grads = jax.grad(lambda *a: loss(chunked, *a), argnums=tuple(range(6)))(*arrays)
-  recurrent_grads = jax.grad(lambda *a: loss(gated_delta.recurrent, *a),
-                             argnums=tuple(range(6)))(*arrays)
+  chunked_grads = jax.jit(jax.grad(lambda *a: loss(chunked, *a),
+                                   argnums=tuple(range(6))))(*arrays)
+  recurrent_grads = jax.jit(jax.grad(lambda *a: loss(gated_delta.recurrent, *a),
+                                     argnums=tuple(range(6))))(*arrays)
 
   tensors = [torch.tensor(inputs[name], dtype=torch.float64, requires_grad=True)
              for name in names]
@@ -148,8 +153,8 @@ def test_chunked_gradient_with_resets_matches_recurrence():
     output, final = function(**kw, resets=resets)
     return jnp.sum(jnp.sin(output)) + jnp.sum(final**2)
 
-  chunked = jax.grad(lambda kw: loss(gated_delta.chunked, chunk_size=8, **kw))(inputs)
-  recurrent = jax.grad(lambda kw: loss(gated_delta.recurrent, **kw))(inputs)
+  chunked = jax.jit(jax.grad(lambda kw: loss(gated_delta.chunked, chunk_size=8, **kw)))(inputs)
+  recurrent = jax.jit(jax.grad(lambda kw: loss(gated_delta.recurrent, **kw)))(inputs)
   for name in inputs:
     scale = np.abs(recurrent[name]).max()
     assert np.all(np.isfinite(chunked[name])), name
@@ -161,10 +166,12 @@ def test_unit_lower_inverse_and_its_gradient_match_numpy_and_torch():
   rng = np.random.default_rng(7)
   strict = np.tril(rng.normal(size=(3, 2, 9, 9)), -1).astype(np.float32) * 0.5
   expected = np.linalg.inv(np.eye(9) + strict.astype(np.float64))
-  np.testing.assert_allclose(gated_delta.unit_lower_inverse(strict), expected, atol=1e-5)
+  np.testing.assert_allclose(jax.jit(gated_delta.unit_lower_inverse)(strict), expected,
+                             atol=1e-5)
 
   weights = rng.normal(size=strict.shape).astype(np.float32)
-  grad = jax.grad(lambda a: jnp.sum(gated_delta.unit_lower_inverse(a) * weights))(strict)
+  grad = jax.jit(jax.grad(lambda a: jnp.sum(gated_delta.unit_lower_inverse(a) * weights)))(
+      strict)
   tensor = torch.tensor(strict, dtype=torch.float64, requires_grad=True)
   lower = torch.tril(tensor, -1)  # the function reads the strict lower part only
   (torch.linalg.inv(torch.eye(9, dtype=torch.float64) + lower)

@@ -1,4 +1,6 @@
 """whale_jax logits and greedy tokens equal transformers' on tiny random checkpoints."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,8 +28,8 @@ def test_logits_match_transformers_on_padded_batch(checkpoint, left):
   _, _, model, config, params = checkpoint
   tokens, mask = hf_fixtures.padded_batch(np.random.default_rng(1), [9, 5, 12], 12, left=left)
   expected = hf_fixtures.torch_logits(model, tokens, mask)
-  actual = np.asarray(decoder.forward(params, config, jnp.asarray(tokens, jnp.int32),
-                                      attention_mask=jnp.asarray(mask)))
+  actual = np.asarray(jax.jit(decoder.forward, static_argnums=1)(
+      params, config, jnp.asarray(tokens, jnp.int32), attention_mask=jnp.asarray(mask)))
   real = mask.astype(bool)
   assert actual.shape == expected.shape
   np.testing.assert_allclose(actual[real], expected[real], atol=1e-4, rtol=0)
@@ -39,17 +41,28 @@ def greedy_with_cache(params, config, prompts, num_new_tokens):
   tokens = np.zeros((len(prompts), lengths.max()), np.int32)
   for row, prompt in enumerate(prompts):
     tokens[row, :len(prompt)] = prompt
-  cache = kv_cache.init(config, len(prompts), int(lengths.max()) + num_new_tokens)
-  logits, cache = decoder.forward_with_cache(params, config, jnp.asarray(tokens), cache,
-                                             num_new_tokens=jnp.asarray(lengths))
-  step = jax.jit(lambda p, t, c: decoder.forward_with_cache(p, config, t, c))
-  last = jnp.argmax(logits[jnp.arange(len(prompts)), lengths - 1], axis=-1)
-  generated = [last]
-  for _ in range(num_new_tokens - 1):
-    logits, cache = step(params, last[:, None].astype(jnp.int32), cache)
+  return np.asarray(_greedy(params, config, jnp.asarray(tokens), jnp.asarray(lengths),
+                            num_new_tokens))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 4))
+def _greedy(params, config, tokens, lengths, num_new_tokens):
+  """The prefill and the decode steps (a scan) as one program: one compilation per model."""
+  batch_size = tokens.shape[0]
+  cache = kv_cache.init(config, batch_size, tokens.shape[1] + num_new_tokens)
+  logits, cache = decoder.forward_with_cache(params, config, tokens, cache,
+                                             num_new_tokens=lengths)
+  first = jnp.argmax(logits[jnp.arange(batch_size), lengths - 1], axis=-1)
+
+  def step(carry, _):
+    last, cache = carry
+    logits, cache = decoder.forward_with_cache(params, config, last[:, None].astype(jnp.int32),
+                                               cache)
     last = jnp.argmax(logits[:, -1], axis=-1)
-    generated.append(last)
-  return np.stack([np.asarray(g) for g in generated], axis=1)
+    return (last, cache), last
+
+  _, rest = jax.lax.scan(step, (first, cache), length=num_new_tokens - 1)
+  return jnp.concatenate([first[:, None], rest.T], axis=1)  # [B, num_new_tokens]
 
 
 def test_greedy_continuation_matches_transformers(checkpoint):

@@ -52,6 +52,12 @@ def _jitted(config):
 
 
 @functools.cache
+def _init_params(config):
+  """decoder.init_params(config, key 0), jitted (eagerly it compiles op by op) and shared."""
+  return jax.jit(decoder.init_params, static_argnums=0)(config, jax.random.key(0))
+
+
+@functools.cache
 def _jitted_full_forward(config):
   return jax.jit(lambda p, tokens, positions, mask, segments: decoder.forward(
       p, config, tokens, positions=positions, attention_mask=mask, segment_ids=segments))
@@ -189,7 +195,7 @@ def test_recurrent_decoding_equals_chunked_forward(chunks):
   state and window, then chunked prefill continuing from theirs: the logits of one chunked
   forward pass over 70 tokens (two chunks of 64)."""
   config = WELL_CONDITIONED
-  params = decoder.init_params(config, jax.random.key(0))
+  params = _init_params(config)
   tokens = jax.random.randint(jax.random.key(1), (BATCH, 70), 0, config.vocab_size)
   forward, step = _jitted(config)
   full = forward(params, tokens)
@@ -209,7 +215,7 @@ def test_right_padded_prefill_leaves_each_row_state_as_if_unpadded():
   feeding each row its own tokens one at a time leaves; the next token's logits are then
   those of a full forward pass."""
   config = WELL_CONDITIONED
-  params = decoder.init_params(config, jax.random.key(0))
+  params = _init_params(config)
   tokens = np.asarray(jax.random.randint(jax.random.key(2), (BATCH, 70), 0, config.vocab_size))
   prompt_lengths = np.array([2, 6], np.int32)  # row 0 shorter than the convolution window + 1
   prefill = tokens[:, :34].copy()  # the shapes of the decoding test: shared compilations

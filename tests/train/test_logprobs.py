@@ -6,6 +6,8 @@ by the temperature), and entropies by what that moves them: when every log p_v m
 most e, each p_v moves by at most p_v (exp(e) - 1), so H = -sum p log p moves by at most
 (exp(e) - 1)(H + e + 1) + e, plus the float32 rounding of the two V-term sums (V u H each).
 """
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,12 +44,24 @@ def _full(params, batch, temperature, with_entropy):
   return logprobs_lib.from_logits(logits, batch["tokens"], temperature, with_entropy)
 
 
+# Jitted once here: eager calls dispatch (and compile) the model op by op.
+_token_logprobs = jax.jit(logprobs_lib.token_logprobs, static_argnums=(1, 3, 4),
+                          static_argnames="chunk_size")
+
+
+@functools.cache
+def _expected_at_temperature_0_7():
+  """The full-logits logprobs and entropies, computed once for every chunk size."""
+  return jax.jit(_full, static_argnums=(2, 3))(random_params.numpy_params(MODEL), _batch(),
+                                                0.7, True)
+
+
 @pytest.mark.parametrize("chunk_size", [4, 7, 64])  # 21 = 5 chunks of 4 + padding, 3 of 7, 1
 def test_chunked_logprobs_and_entropy_equal_full_logits(chunk_size):
   params = random_params.numpy_params(MODEL)
   batch = _batch()
-  expected = _full(params, batch, 0.7, True)
-  actual = logprobs_lib.token_logprobs(params, MODEL, batch, 0.7, True, chunk_size=chunk_size)
+  expected = _expected_at_temperature_0_7()
+  actual = _token_logprobs(params, MODEL, batch, 0.7, True, chunk_size=chunk_size)
   bound = float_bounds.float32_logprob_bound(MODEL, params, max_length=LENGTH) / 0.7
   np.testing.assert_allclose(actual[0], expected[0], atol=bound, rtol=0)
   entropy = np.asarray(expected[1], np.float64)
@@ -60,9 +74,11 @@ def test_chunked_logprobs_gradient_equals_full_logits():
   params = random_params.numpy_params(MODEL)
   batch = _batch()
   weights = jnp.asarray(np.random.default_rng(1).normal(size=(BATCH, LENGTH)), jnp.float32)
-  full = jax.grad(lambda p: jnp.sum(_full(p, batch, 1.0, False) * weights))(params)
-  chunked = jax.grad(lambda p: jnp.sum(logprobs_lib.token_logprobs(
-      p, MODEL, batch, chunk_size=5) * weights))(params)
+  full_grad = jax.grad(lambda p: jnp.sum(_full(p, batch, 1.0, False) * weights))
+  chunked_grad = jax.grad(lambda p: jnp.sum(logprobs_lib.token_logprobs(
+      p, MODEL, batch, chunk_size=5) * weights))
+  # Both in one program: one compilation, still two separate backward passes.
+  full, chunked = jax.jit(lambda p: (full_grad(p), chunked_grad(p)))(params)
   for path_and_want, got in zip(jax.tree_util.tree_flatten_with_path(full)[0],
                                 jax.tree.leaves(chunked)):
     path, want = path_and_want
