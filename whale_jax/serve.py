@@ -202,8 +202,8 @@ class Server:
     self.sampler, self.tokenizer, self.model_name = sampler, tokenizer, model_name
     self.max_pending_requests = max_pending_requests
     self.default_max_tokens = default_max_tokens
-    self.max_context = sampler.engine.max_cache_length
-    self.max_n = sampler.engine.max_slots
+    self.max_context = sampler.max_cache_length
+    self.max_n = sampler.max_slots
     self.created = int(time.time())
     self._lock = threading.Lock()
     self.pending = 0
@@ -219,8 +219,8 @@ class Server:
     Returns and keeps (seconds, programs: the XLA compilations it made, or loaded from the
     persistent compilation cache)."""
     start, before = time.perf_counter(), compilation_counter().count
-    self.sampler.engine.warm_up()
-    for length in self.sampler.engine.cache_lengths:
+    self.sampler.warm_up()
+    for length in self.sampler.cache_lengths:
       self._score_call([[0]], length)
     self.warmup_seconds = time.perf_counter() - start
     self.warmup_programs = compilation_counter().count - before
@@ -334,8 +334,8 @@ class Server:
     calls of SCORE_ROWS rows by one of the engine's cache lengths (the shapes warm_up
     compiles)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
-    from whale_jax.sampling import engine as engine_lib  # pylint: disable=import-outside-toplevel
-    length = engine_lib.bucket_for(self.sampler.engine.cache_lengths,
+    from whale_jax.sampling import buckets  # pylint: disable=import-outside-toplevel
+    length = buckets.bucket_for(self.sampler.cache_lengths,
                                    max(len(row) for row in rows))
     return np.concatenate([self._score_call(rows[i:i + SCORE_ROWS], length)
                            for i in range(0, len(rows), SCORE_ROWS)])
@@ -386,7 +386,7 @@ class Server:
     self._reserve(len(prompts))
     try:
       try:
-        futures = self.sampler.engine.submit_many(
+        futures = self.sampler.submit_many(
             [(prompt, params, key) for key, prompt in enumerate(prompts)])
       except ValueError as error:
         raise RequestError(400, str(error), "prompt") from None
@@ -415,7 +415,7 @@ class Server:
 
     self._reserve(len(prompts))
     try:
-      futures = self.sampler.engine.submit_many(
+      futures = self.sampler.submit_many(
           [(prompt, params, key, reporter(key)) for key, prompt in enumerate(prompts)])
     except ValueError as error:
       self._release(len(prompts))
@@ -902,7 +902,7 @@ def main(argv):
                      f"({error}); pick another --port (0 = any free one).") from None
   import jax  # pylint: disable=import-outside-toplevel
   from whale_jax.sampling import Sampler  # pylint: disable=import-outside-toplevel
-  from whale_jax.sampling import engine as engine_lib  # pylint: disable=import-outside-toplevel
+  from whale_jax.sampling import buckets  # pylint: disable=import-outside-toplevel
   if _COMPILATION_CACHE_DIR.value:  # every program, however small or quick to compile
     jax.config.update("jax_compilation_cache_dir",
                       os.path.expanduser(_COMPILATION_CACHE_DIR.value))
@@ -915,17 +915,15 @@ def main(argv):
   sampler = Sampler(
       config, params, tokenizer=tokenizer, max_slots=_MAX_SLOTS.value,
       steps_per_call=_STEPS_PER_CALL.value, max_cache_length=max_cache_length,
-      batch_sizes=engine_lib.geometric_buckets(1, _MAX_SLOTS.value, _BUCKET_RATIO.value),
-      cache_lengths=engine_lib.geometric_buckets(engine_lib.MIN_LENGTH_BUCKET,
-                                                 max_cache_length, _BUCKET_RATIO.value,
-                                                 multiple=16))
+      batch_sizes=buckets.geometric_buckets(1, _MAX_SLOTS.value, _BUCKET_RATIO.value),
+      cache_lengths=buckets.geometric_buckets(buckets.MIN_LENGTH_BUCKET, max_cache_length,
+                                              _BUCKET_RATIO.value, multiple=16))
   server = Server(sampler, tokenizer, _SERVED_NAME.value or name, _MAX_PENDING.value,
                   _DEFAULT_MAX_TOKENS.value)
-  engine = sampler.engine
   seconds, programs = server.warm_up()
-  print(f"whale_jax.serve: warmed {programs} programs ({len(engine.batch_sizes)} slot batches "
-        f"{list(engine.batch_sizes)} x {len(engine.cache_lengths)} cache lengths "
-        f"{list(engine.cache_lengths)}, and guided_choice scoring) in {seconds:.1f} s",
+  print(f"whale_jax.serve: warmed {programs} programs ({len(sampler.batch_sizes)} slot "
+        f"batches {list(sampler.batch_sizes)} x {len(sampler.cache_lengths)} cache lengths "
+        f"{list(sampler.cache_lengths)}, and guided_choice scoring) in {seconds:.1f} s",
         flush=True)
   listener.listen(2048)  # connections wait in the backlog until uvicorn accepts them
   host, port = listener.getsockname()[:2]

@@ -16,7 +16,6 @@ import pytest
 
 from tests.serve import server_process
 from whale_jax import serve
-from whale_jax.sampling import engine as engine_lib
 from whale_jax.tokenization import load_tokenizer
 
 MODEL = "embedded"
@@ -24,19 +23,6 @@ MAX_SLOTS = 8
 CONTEXT = 128
 BUCKET_RATIO = 8
 NUM_REQUESTS = 48
-
-
-def test_geometric_buckets_and_bucket_for():
-  assert engine_lib.geometric_buckets(1, 64, 4) == [1, 4, 16, 64]
-  assert engine_lib.geometric_buckets(1, 48, 4) == [1, 4, 16, 48]
-  assert engine_lib.geometric_buckets(32, 1000, 8, multiple=16) == [32, 256, 1008]
-  assert engine_lib.geometric_buckets(32, 20, 2, multiple=16) == [32]
-  assert [engine_lib.bucket_for([1, 8, 64], n) for n in (0, 1, 2, 8, 9, 64)] == [
-      1, 1, 8, 8, 64, 64]
-  with pytest.raises(ValueError, match="exceeds the largest bucket"):
-    engine_lib.bucket_for([1, 8, 64], 65)
-  with pytest.raises(ValueError, match="ratio"):
-    engine_lib.geometric_buckets(1, 64, 1)
 
 
 @pytest.fixture(scope="module")
