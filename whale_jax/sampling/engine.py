@@ -103,7 +103,9 @@ class Engine:
     num_stop_ids: most end-of-sequence plus stop token ids per request.
     unrolled: decode with models.decode_step (one cache buffer per layer, and per-layer
       copies of the weights made once per params version: see _prepared_layers) instead of
-      decoder.forward_with_cache. Default: on CPU, for the models decode_step supports.
+      decoder.forward_with_cache. Default (None): layout.Layout.choose's, on CPU for the models
+      decode_step supports. The engine's layout (self.layout) holds it and the other
+      XLA-CPU choices.
     prefix_cache_bytes: memory budget of the prefix cache's block pool (KV of prompt and
       completion blocks reused by later requests that start with them; see prefix_cache.py).
       0 turns it off. The pool is allocated in full when the first block is cached (one
@@ -126,10 +128,10 @@ class Engine:
       rounded above); default every power of two between them. Each is a multiple of the
       mesh's batch shards.
     cache_lengths: the cache lengths of the slots, ascending, the last >= max_cache_length,
-      each a multiple of prefix_block_size; default 32, 48, 64, 96, ... (length_buckets).
+      each a multiple of prefix_block_size; default 32, 48, 64, 96, ... (buckets.length_buckets).
       len(batch_sizes) * len(cache_lengths) is the number of cells warm_up() compiles (some
-      ten programs each); geometric_buckets(32, max_cache_length, 8, multiple=16) and
-      geometric_buckets(min_slots, max_slots, 8) make it small.
+      ten programs each); buckets.geometric_buckets(32, max_cache_length, 8, multiple=16)
+      and buckets.geometric_buckets(min_slots, max_slots, 8) make it small.
   """
 
   def __init__(self, config, params, tokenizer=None, mesh=None, rules=None,
