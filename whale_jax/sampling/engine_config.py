@@ -44,5 +44,6 @@ class EngineConfig:
                        "(0 = no prefix cache) or None for the engine's default.")
 
   def keywords(self):
-    """The engine's keyword arguments (Sampler(..., **keywords()))."""
+    """The fields as keyword arguments (Sampler(..., **keywords()) is
+    Sampler(..., engine_config=self))."""
     return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
