@@ -292,7 +292,7 @@ def main(_):
                    steps_per_call=FLAGS.steps_per_call, max_cache_length=4096,
                    **options) as sampler:
         start = time.perf_counter()
-        warmup_compiles = sampler.engine.warm_up(
+        warmup_compiles = sampler.warm_up(
             batch_sizes=[slots], min_cache_length=min(first_prompts) - 16,
             max_cache_length=warmup_max)
         warmup_seconds = time.perf_counter() - start

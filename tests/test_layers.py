@@ -21,10 +21,13 @@ ALLOWED = {
     "report": {"harness", "sampling", "models", "parallel", "tokenization"},
     "algorithms": {"report", "search", "rollouts", "tasks", "harness", "sampling", "train",
                    "models", "parallel", "tokenization"},
+    # The OpenAI-compatible server, an entry point (no layer imports it): it loads models
+    # through algorithms/builders.py, serves a sampling.Sampler, and imports quiet first.
+    "serve": {"algorithms", "report", "search", "rollouts", "tasks", "harness", "sampling",
+              "train", "models", "parallel", "tokenization", "quiet"},
 }
 # Top-level modules under every layer: any layer may import them; they import no whale_jax
-# module. The other top-level modules (main, serve, aot, quiet) are entry points no layer
-# imports.
+# module. The other top-level modules (main, aot, quiet) are entry points no layer imports.
 FLOOR = {"atomic_files", "seeds", "typed_config"}
 
 

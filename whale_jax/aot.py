@@ -18,7 +18,7 @@ Programs:
              reference_logprobs when config.training.grpo keeps a reference
   reference  the reference model's log-prob forward (grpo_update.make_logprobs_fn), when the
              GRPO config keeps a reference; its weights stay resident beside the train state
-  prefill    the sampler's prefill (sampling/engine.py's jitted prefill) of one batch of
+  prefill    the sampler's prefill (sampling/programs.py's jitted prefill) of one batch of
              max_prefill_tokens, capped at the cache length
   decode     the sampler's decode call: max_slots slots, max_cache_length cache,
              steps_per_call steps
@@ -352,9 +352,10 @@ def _state_bytes(setup):
 
 
 def _sampler_settings(setup):
+  from whale_jax.sampling import buckets
   sampler = setup.training.sampler
   batch_shards = mesh_lib.axis_size(setup.mesh, "batch", rules_lib.SAMPLE_RULES)
-  max_slots = -(-sampler.max_slots // batch_shards) * batch_shards
+  _, max_slots = buckets.slot_bounds(sampler.min_slots, sampler.max_slots, batch_shards)
   cache_length = sampler.max_cache_length or setup.model_config.max_position_embeddings
   return dict(max_slots=max_slots, cache_length=cache_length, batch_shards=batch_shards,
               steps_per_call=sampler.steps_per_call,
@@ -362,17 +363,15 @@ def _sampler_settings(setup):
 
 
 def sampler_program(setup, which, name=None):
-  """The sampler's prefill or decode call (engine._jitted_functions), compiled."""
-  from whale_jax.sampling import decode
-  from whale_jax.sampling import engine
+  """The sampler's prefill or decode program (sampling/programs.py, as an engine on the
+  setup's mesh runs it in the plain Layout of TPU and GPU), compiled."""
+  from whale_jax.sampling import programs as programs_lib
+  from whale_jax.sampling.layout import Layout
   model_config, mesh = setup.model_config, setup.mesh
   rules = rules_lib.SAMPLE_RULES
   settings = _sampler_settings(setup)
-  compiled_config = model_config.replace(eos_token_ids=(), bos_token_id=None, pad_token_id=None,
-                                         max_position_embeddings=0)
-  functions = engine._jitted_functions(  # pylint: disable=protected-access
-      compiled_config, False, settings["steps_per_call"], settings["num_stop_ids"], mesh,
-      tuple(sorted(rules.items())), 16)
+  functions = programs_lib.programs(model_config, setup.training.sampler, Layout(), mesh,
+                                    rules)
   # The sampler decodes with the train state's own params (same mesh, train shardings).
   state = train_state.abstract(model_config, optimizer_lib.make(setup.training.optimizer), mesh, rules_lib.TRAIN_RULES)
   params = state["params"]
@@ -385,22 +384,15 @@ def sampler_program(setup, which, name=None):
     tokens = jax.ShapeDtypeStruct((rows, length), jnp.int32, sharding=sharding)
     lengths = jax.ShapeDtypeStruct((rows,), jnp.int32,
                                    sharding=mesh_lib.batch_sharding(mesh, rules, ndim=1))
-    cache = jax.eval_shape(lambda: decode.prefill(
-        jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), params), compiled_config,
-        jnp.zeros((rows, length), jnp.int32), jnp.zeros((rows,), jnp.int32)))
-    result.cache_bytes = sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
-                             for x in jax.tree.leaves(cache)) // settings["batch_shards"]
     with rules_lib.activate(mesh, rules):
       # No weight bits: those are a CPU engine's (decoder.inference_bits), none on TPU/GPU.
+      cache = functions.prefill.eval_shape(params, None, tokens, lengths)
+      result.cache_bytes = sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
+                               for x in jax.tree.leaves(cache)) // settings["batch_shards"]
       return _compile(result, functions.prefill, params, None, tokens, lengths,
                       compile_it=setup.compile)
-  slot_shardings = rules_lib.shardings(decode.slots_logical_axes(compiled_config, False), mesh,
-                                       rules)
-  slot_shapes = jax.eval_shape(lambda: decode.init_slots(
-      compiled_config, settings["max_slots"], settings["cache_length"],
-      settings["num_stop_ids"], False))
-  slots = jax.tree.map(lambda shape, sharding: jax.ShapeDtypeStruct(
-      shape.shape, shape.dtype, sharding=sharding), slot_shapes, slot_shardings)
+  with rules_lib.activate(mesh, rules):
+    slots = functions.init.lower(settings["max_slots"], settings["cache_length"]).out_info
   result.cache_bytes = per_chip_bytes(slots["cache"])
   replicated = mesh_lib.replicated(mesh)
   cancel = jax.ShapeDtypeStruct((settings["max_slots"],), jnp.bool_,
@@ -409,7 +401,7 @@ def sampler_program(setup, which, name=None):
   stop_early = jax.ShapeDtypeStruct((), jnp.bool_, sharding=replicated)
   with rules_lib.activate(mesh, rules):
     return _compile(result, functions.decode, params, None, slots, cancel, num_steps,
-                    stop_early, False, compile_it=setup.compile)
+                    stop_early, Layout(), compile_it=setup.compile)
 
 
 def build_program(setup, program, name=None):

@@ -35,7 +35,7 @@ def test_same_request_same_tokens_alone_and_in_mixed_batch(params):
   with Sampler(CONFIG, params, max_slots=32, steps_per_call=STEPS) as sampler:
     alone = sampler.submit(*target).result()
     others = [_request(i) for i in range(9)]
-    futures = sampler.engine.submit_many(others[:4] + [target] + others[4:])
+    futures = sampler.submit_many(others[:4] + [target] + others[4:])
     mixed = futures[4].result()
     for future in futures:
       future.result()

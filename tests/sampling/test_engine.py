@@ -54,7 +54,7 @@ def test_batch_shrinks_when_few_samples_remain_and_results_hold(params):
   long_request = ([11, 12, 13], GREEDY.replace(max_tokens=40))
   expected = reference.greedy(params, CONFIG, long_request[0], 40)
   with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS) as sampler:
-    futures = sampler.engine.submit_many(
+    futures = sampler.submit_many(
         [long_request] + [([20 + i], GREEDY.replace(max_tokens=3), i) for i in range(7)])
     assert futures[0].result()[0].token_ids == expected
     for future in futures[1:]:
@@ -126,7 +126,7 @@ def test_on_tokens_reports_each_decode_call_and_ends_with_the_completion(sampler
   stops the request nor gets called again."""
   reports = []
   params = GREEDY.replace(max_tokens=3 * STEPS + 2, n=2)
-  future = sampler.engine.submit([3, 4], params, request_key=5,
+  future = sampler.submit([3, 4], params, request_key=5,
                                  on_tokens=lambda *report: reports.append(report))
   completions = future.result()
   for index, completion in enumerate(completions):
@@ -141,17 +141,17 @@ def test_on_tokens_reports_each_decode_call_and_ends_with_the_completion(sampler
   def broken(*report):
     calls.append(report)
     raise RuntimeError("a caller's bug")
-  again = sampler.engine.submit([3, 4], params, request_key=5, on_tokens=broken).result()
+  again = sampler.submit([3, 4], params, request_key=5, on_tokens=broken).result()
   assert len(calls) == 1  # the request gets no more calls, from either sample
   assert [c.token_ids for c in again] == [c.token_ids for c in completions]
   with pytest.raises(TypeError, match="on_tokens must be callable"):
-    sampler.engine.submit([1], on_tokens=3)
+    sampler.submit([1], on_tokens=3)
 
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda s: s.submit([]), ValueError, "prompt_ids is empty"),
     (lambda s: s.submit([5, 268]), ValueError, r"\[268\], outside the vocabulary \[0, 268\)"),
-    (lambda s: s.engine.submit("hi"), TypeError, "takes token ids"),
+    (lambda s: s.submit("hi"), TypeError, "needs a tokenizer"),
     (lambda s: s.submit([1] * 200, SamplingParams(max_tokens=100)), ValueError,
      "exceeds max_cache_length=256"),
     (lambda s: s.submit([1], SamplingParams(n=9)), ValueError, "n=9 exceeds max_slots=8"),

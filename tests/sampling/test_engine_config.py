@@ -1,19 +1,30 @@
-"""EngineConfig is Engine's keyword arguments, by name and default, and imports no jax."""
-import dataclasses
-import inspect
+"""The Engine takes an EngineConfig or its fields as keywords, and EngineConfig imports no jax."""
 import subprocess
 import sys
 
+import pytest
+
+from tests.sampling import tiny_model
 from whale_jax.sampling import engine
 from whale_jax.sampling import engine_config
 
 
-def test_fields_and_defaults_are_the_engines_keyword_arguments():
-  parameters = inspect.signature(engine.Engine.__init__).parameters
-  expected = {name: p.default for name, p in parameters.items()
-              if name not in ("self", "config", "params", "tokenizer", "mesh", "rules")}
-  fields = {f.name: f.default for f in dataclasses.fields(engine_config.EngineConfig)}
-  assert fields == expected
+def test_engine_takes_an_engine_config_or_its_keywords():
+  params = tiny_model.params(0)
+  settings = engine_config.EngineConfig(max_slots=8, min_slots=2, steps_per_call=4)
+  with engine.Engine(tiny_model.CONFIG, params, engine_config=settings) as from_config, \
+      engine.Engine(tiny_model.CONFIG, params, **settings.keywords()) as from_keywords, \
+      engine.Engine(tiny_model.CONFIG, params, engine_config=settings,
+                    max_slots=4) as replaced:
+    assert from_config.engine_config == from_keywords.engine_config == settings
+    assert (from_config.max_slots, from_config.min_slots, from_config.steps_per_call) == (
+        8, 2, 4)
+    assert replaced.engine_config == engine_config.EngineConfig(max_slots=4, min_slots=2,
+                                                                steps_per_call=4)
+  with pytest.raises(TypeError, match="max_slot"):
+    engine.Engine(tiny_model.CONFIG, params, max_slot=8)
+  with pytest.raises(ValueError, match="steps_per_call=0 must be a positive int"):
+    engine.Engine(tiny_model.CONFIG, params, steps_per_call=0)
 
 
 def test_keywords_round_trip():

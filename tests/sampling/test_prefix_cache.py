@@ -238,7 +238,7 @@ def test_warm_up_compiles_every_shape_that_ragged_episodes_meet(params):
 
   with Sampler(CONFIG, params, max_slots=4, min_slots=2, steps_per_call=STEPS) as sampler:
     # Turn 1 needs at least 60 + 8 positions, turn 3 at most 90 + 3 * 16 + 2 * 20 (< 192).
-    made = sampler.engine.warm_up(max_cache_length=192, min_cache_length=68)
+    made = sampler.warm_up(max_cache_length=192, min_cache_length=68)
     assert made > 0 and sampler.metrics()["compilations"] == made
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:

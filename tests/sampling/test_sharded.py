@@ -25,7 +25,7 @@ def test_sharded_sampler_matches_unsharded_and_reference():
   with Sampler(CONFIG, params, mesh=mesh, max_slots=8, steps_per_call=STEPS) as sharded:
     sharded_greedy = sharded.generate(PROMPTS, greedy)
     sharded_sampled = sharded.generate(PROMPTS, sampling)
-    slots = sharded.engine._slots  # pylint: disable=protected-access
+    slots = sharded._slots  # pylint: disable=protected-access
     assert slots["token"].sharding.spec[0] == ("data", "fsdp")  # slots split over data
     assert slots["cache"]["value"][0].sharding.spec[:2] == (("data", "fsdp"), "tensor")
   with Sampler(CONFIG, jax.tree.map(jax.numpy.asarray, host_params), max_slots=8,
@@ -56,7 +56,7 @@ def test_sharded_prefix_cache_matches_unsharded_uncached():
   with Sampler(CONFIG, params, mesh=mesh, max_slots=8, steps_per_call=STEPS) as sharded:
     sharded_outs = two_turns(sharded)
     assert sharded.metrics()["prefill_tokens_saved"] > 0
-    pool = sharded.engine._pool  # pylint: disable=protected-access
+    pool = sharded._pool  # pylint: disable=protected-access
     assert pool["key"].sharding.spec[:4] == (None, None, None, "tensor")
   with Sampler(CONFIG, jax.tree.map(jax.numpy.asarray, host_params), max_slots=8,
                steps_per_call=STEPS, prefix_cache_bytes=0) as plain:

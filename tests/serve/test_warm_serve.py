@@ -18,7 +18,6 @@ import pytest
 
 from tests.serve import server_process
 from whale_jax import serve
-from whale_jax.sampling import engine as engine_lib
 from whale_jax.tokenization import load_tokenizer
 
 MODEL = server_process.SHARED_MODEL
@@ -29,19 +28,6 @@ NUM_REQUESTS = 48
 # already passes every cache length bucket (32 -> 256 -> 2,048), and the long prompts start in
 # the last one. Decoding ~2,000 tokens would only add a minute.
 MAX_NEW_TOKENS = 300
-
-
-def test_geometric_buckets_and_bucket_for():
-  assert engine_lib.geometric_buckets(1, 64, 4) == [1, 4, 16, 64]
-  assert engine_lib.geometric_buckets(1, 48, 4) == [1, 4, 16, 48]
-  assert engine_lib.geometric_buckets(32, 1000, 8, multiple=16) == [32, 256, 1008]
-  assert engine_lib.geometric_buckets(32, 20, 2, multiple=16) == [32]
-  assert [engine_lib.bucket_for([1, 8, 64], n) for n in (0, 1, 2, 8, 9, 64)] == [
-      1, 1, 8, 8, 64, 64]
-  with pytest.raises(ValueError, match="exceeds the largest bucket"):
-    engine_lib.bucket_for([1, 8, 64], 65)
-  with pytest.raises(ValueError, match="ratio"):
-    engine_lib.geometric_buckets(1, 64, 1)
 
 
 @pytest.fixture(scope="module")

@@ -197,7 +197,7 @@ def build_proposer(run, hl_config, solver_training):
 def _check_capacity(hl_config, proposer):
   needed = (hl_config.context_budget_tokens + proposer.sampling.max_tokens +
             CHAT_TEMPLATE_MARGIN_TOKENS)
-  limits = (("sampler max_cache_length", proposer.policy.sampler.engine.max_cache_length,
+  limits = (("sampler max_cache_length", proposer.policy.sampler.max_cache_length,
              "proposer_training.sampler.max_cache_length"),
             ("row_length", proposer.policy.config.row_length, "proposer_training.row_length"))
   for what, limit, key in limits:

@@ -117,7 +117,7 @@ class Policy:
                          else mesh)
     self.sampler = Sampler(model_config, self._sampler_params(self.state["params"]),
                            tokenizer=tokenizer, mesh=self.sampler_mesh,
-                           **policy_config.sampler.keywords())
+                           engine_config=policy_config.sampler)
     self._steps = {}
     self._row_multiple = (mesh_lib.axis_size(mesh, "batch", rules.TRAIN_RULES)
                           * policy_config.num_microbatches)

@@ -9,7 +9,7 @@ from whale_jax.sampling.api import Completion
 from whale_jax.sampling.api import LLMBackend
 from whale_jax.sampling.api import SamplingParams
 
-_LAZY = {"Engine": "whale_jax.sampling.engine", "Sampler": "whale_jax.sampling.sampler"}
+_LAZY = {"Engine": "whale_jax.sampling.engine", "Sampler": "whale_jax.sampling.engine"}
 
 
 def __getattr__(name):

@@ -13,8 +13,9 @@ A slot holds one sample (one of the n samples of a request). Slot state, all lea
   temperature [B], top_k [B], top_p [B]   sampling parameters (categorical.sample)
   stop_ids [B, E]   ids that end the sample when generated (eos and stop token ids; -1 = none)
 
-Cache layouts: with unrolled=True, models.decode_step's one buffer per layer (fast on CPU,
-plain decoders only); with unrolled=False, models.kv_cache's stacked buffers stepped by
+Cache layouts (layout.py's Layout, a static argument of every function here that depends on
+it): with layout.unrolled, models.decode_step's one buffer per layer (fast on CPU, plain
+decoders only); otherwise models.kv_cache's stacked buffers stepped by
 decoder.forward_with_cache (any model, hybrid ones included; every leaf but "length" has
 layers on axis 0 and rows on axis 1, and "key"/"value" have cache positions on axis 2).
 
@@ -31,7 +32,7 @@ size positions, stacked over layers like kv_cache), plus nothing else: a page ho
 KV and the host index (prefix_cache.py) knows which. In a 16-bit float compute dtype the pages
 hold the values' bits (uint16): XLA's CPU scatter converts a 16-bit float buffer to float32 and
 back in full at every write, which for a pool of a gigabyte costs more than the prefill. For
-the same reason, with bits (on for CPU engines), the prefills, inserts and block saves here
+the same reason, with layout.bits (on CPU), the prefills, inserts and block saves here
 gather and scatter 16-bit KV as its bits (kv_cache.as_bits).
 prefill_with_prefix gathers a prompt's cached pages into its prefill cache, computes only the
 rest and writes its new full blocks to pages in the same call; save_blocks copies blocks out of
@@ -49,15 +50,16 @@ from whale_jax.models import decode_step
 from whale_jax.models import decoder
 from whale_jax.models import kv_cache
 from whale_jax.sampling import categorical
+from whale_jax.sampling.layout import Layout
 
 NO_TOKEN = -1  # in decode outputs: the slot was not generating at that step
 _SLOT_FIELDS = ("token", "rng", "step", "remaining", "temperature", "top_k", "top_p",
                 "stop_ids")
 
 
-def init_slots(config, batch_size, cache_length, num_stop_ids, unrolled):
+def init_slots(config, batch_size, cache_length, num_stop_ids, layout):
   """Slot state with every slot free."""
-  if unrolled:
+  if layout.unrolled:
     cache = decode_step.init_cache(config, batch_size, cache_length)
   else:
     cache = kv_cache.init(config, batch_size, cache_length)
@@ -74,9 +76,9 @@ def init_slots(config, batch_size, cache_length, num_stop_ids, unrolled):
   }
 
 
-def slots_logical_axes(config, unrolled):
+def slots_logical_axes(config, layout):
   """Logical axis names of the slot state (for sharding)."""
-  if unrolled:
+  if layout.unrolled:
     cache = decode_step.cache_logical_axes(config)
   else:
     cache = kv_cache.logical_axes(config)
@@ -85,20 +87,22 @@ def slots_logical_axes(config, unrolled):
           "top_p": ("batch",), "stop_ids": ("batch", None)}
 
 
-def prefill(params, config, tokens, lengths, chunk=64, bits=False, weight_bits=None):
+def prefill(params, config, tokens, lengths, chunk=64, layout=Layout(), weight_bits=None):
   """Stacked cache of P right-padded prompts, computed chunk tokens per row at a time.
 
   Args:
     tokens: [P, T] int32, row p's first lengths[p] tokens are real.
     lengths: [P] int32 (may be 0).
     chunk: static int (prefill_with_prefix's chunk: both compute a position alike).
-    bits: static, decoder.forward_with_cache's (on for XLA's CPU compiler).
-    weight_bits: optional, decoder.forward_with_cache's (decoder.inference_bits, made once).
+    layout: static; its bits is decoder.forward_with_cache's.
+    weight_bits: optional, decoder.forward_with_cache's (decoder.inference_bits, made once;
+      where layout.weight_bits(config)).
   Returns:
     kv_cache tree with P rows of T positions, "length" included.
   """
   cache = kv_cache.init(config, tokens.shape[0], tokens.shape[1])
-  return _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits, weight_bits)
+  return _prefill_chunks(params, config, tokens, lengths, cache, chunk, layout.bits,
+                         weight_bits)
 
 
 def _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits, weight_bits):
@@ -139,7 +143,7 @@ def grow_pool(pool, num_blocks):
 
 
 def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths,
-                        save_pages, chunk, bits=False, weight_bits=None):
+                        save_pages, chunk, layout=Layout(), weight_bits=None):
   """Stacked cache of P prompts whose first prefix_lengths[p] positions come from pool pages,
   and the pool with blocks of it saved.
 
@@ -155,7 +159,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     prefix_lengths: [P] int32, a multiple of the block size each, <= lengths.
     save_pages: [P, S // Z] int32, the page each full new block goes to (>= N: none).
     chunk: static int, tokens computed per row and loop step.
-    bits, weight_bits: as in prefill().
+    layout, weight_bits: as in prefill().
   Returns:
     (kv_cache tree with P rows of S positions, length = lengths; the pool)
   """
@@ -167,7 +171,8 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
                                   config.compute_jnp_dtype)  # [L, P, S/Z, Z, K, H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
-  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits, weight_bits)
+  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk, layout.bits,
+                          weight_bits)
   saved = {}
   for name in ("key", "value"):
     leaf = cache[name]  # [L, P, S, K, H]
@@ -177,15 +182,17 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
   return cache, saved
 
 
-def save_blocks(pool, cache, rows, blocks, pages, unrolled, bits=False):
+def save_blocks(pool, cache, rows, blocks, pages, layout):
   """Copies block blocks[m] of cache row rows[m] into pool page pages[m] (>= N: skipped).
 
   cache is a prefill cache (stacked) or the decode slots' cache (unrolled or stacked), whose
-  length is a multiple of the block size. bits: gather 16-bit KV as its bits (insert's).
+  length is a multiple of the block size. layout: static; with bits, gather 16-bit KV as its
+  bits (insert's).
   """
   size = pool["key"].shape[2]
   new = {}
-  if unrolled:
+  bits = layout.bits
+  if layout.unrolled:
     keys, values = [], []
     for key, value in zip(cache["key"], cache["value"]):  # [B, K, H, S] and [B, K, S, H]
       key, value = kv_cache.as_bits(key, bits), kv_cache.as_bits(value, bits)
@@ -204,7 +211,7 @@ def save_blocks(pool, cache, rows, blocks, pages, unrolled, bits=False):
           for name in ("key", "value")}
 
 
-def insert(slots, prefilled, new, unrolled, bits=False):
+def insert(slots, prefilled, new, layout):
   """Starts M samples in slots new["slot"] from rows new["row"] of a prefill.
 
   Args:
@@ -213,13 +220,14 @@ def insert(slots, prefilled, new, unrolled, bits=False):
     new: {"slot": [M] (B or more = padding, ignored), "row": [M] prefill row, "token": [M]
       last prompt token, "rng": [M, 2], "remaining": [M] max tokens, "temperature",
       "top_k", "top_p": [M], "stop_ids": [M, E]}
-    bits: static; gather and scatter 16-bit leaves as their bits (for XLA's CPU compiler).
+    layout: static; the slots' cache layout, and with bits, gather and scatter 16-bit leaves
+      as their bits (for XLA's CPU compiler).
   """
   target, rows = new["slot"], new["row"]
   length = prefilled["key"].shape[2] if "key" in prefilled else 0
   cache = dict(slots["cache"])
-  as_bits = functools.partial(kv_cache.as_bits, enabled=bits)
-  if unrolled:
+  as_bits = functools.partial(kv_cache.as_bits, enabled=layout.bits)
+  if layout.unrolled:
     keys, values = decode_step.from_stacked(as_bits(prefilled["key"])[:, rows],
                                             as_bits(prefilled["value"])[:, rows])
     cache["key"] = tuple(
@@ -248,7 +256,7 @@ def insert(slots, prefilled, new, unrolled, bits=False):
 
 
 def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finish, max_steps,
-           transposed=False):
+           layout=Layout()):
   """Runs up to num_steps decode steps for every generating slot in one lax.while_loop.
 
   The loop also ends when no slot is generating, or, if stop_at_first_finish, right after a
@@ -256,14 +264,14 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
 
   Args:
     params: the params tree.
-    layers: decode_step.split_layers(params, config, transposed) for the unrolled cache
-      layout, None for the stacked one (module docstring).
+    layers: decode_step.split_layers(params, config, layout.transposed) with
+      layout.unrolled, None for the stacked cache (module docstring).
     slots: slot state.
     cancel: [B] bool, slots to stop before the first step (e.g. a stop string was seen).
     num_steps: int32 scalar <= max_steps.
     stop_at_first_finish: bool scalar.
     max_steps: static int, C.
-    transposed: static, the layout of layers.
+    layout: static, the slots' and layers' layout (Layout.for_batch of the slot batch).
   Returns:
     (slots, tokens [B, C] int32, logprobs [B, C] float32); NO_TOKEN where a slot did not
     generate. A slot's tokens are a prefix of its row.
@@ -281,6 +289,7 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
     return (step < num_steps) & jnp.any(generating) & ~(stop_at_first_finish & finished_some)
 
   # A step in columns makes the logits [V, B]; the sampler reads them so (categorical.py).
+  transposed = layout.transposed
   vocab_major = layers is not None and decode_step.in_columns(config, batch_size, transposed)
 
   def one_step(carry):
@@ -321,7 +330,7 @@ def _resize(x, axis, length):
   return jnp.pad(x, padding)
 
 
-def relayout(slots, rows, cache_length, unrolled):
+def relayout(slots, rows, cache_length, layout):
   """Slot state whose slot b' is old slot rows[b'] (rows[b'] >= B: a free slot).
 
   The batch size becomes len(rows) and the cache length cache_length (static). Cutting the
@@ -331,7 +340,7 @@ def relayout(slots, rows, cache_length, unrolled):
     return jnp.take(x, rows, axis=axis, mode="fill", fill_value=0)
 
   cache = slots["cache"]
-  if unrolled:
+  if layout.unrolled:
     relaid = {"key": tuple(_resize(take(x, 0), 3, cache_length) for x in cache["key"]),
               "value": tuple(_resize(take(x, 0), 2, cache_length) for x in cache["value"])}
   else:

@@ -1,4 +1,11 @@
-"""The generation engine: a background thread that batches requests into decode slots.
+"""The generation engine (the Sampler): a background thread that batches requests into decode
+slots.
+
+  sampler = Sampler(config, params, tokenizer=None, mesh=None)   # or engine_config=...
+  outs = sampler.generate([prompt_ids, ...], SamplingParams(max_tokens=64, seed=0))
+  future = sampler.submit(prompt_ids, SamplingParams(seed=3), request_key=7)  # any thread
+  sampler.update_params(train_state.params)   # next decode call uses the new weights
+  sampler.metrics()                           # tokens/s, slot occupancy, queue wait, compiles
 
 Any number of threads call submit(); requests queue up. The engine thread loops:
   1. admit queued requests (first come, first served) into free slots, growing the slot batch
@@ -9,6 +16,14 @@ Any number of threads call submit(); requests queue up. The engine thread loops:
 Free slots are refilled between decode calls (continuous batching), so a long generation never
 holds short ones hostage; the slot batch shrinks again when few samples remain.
 
+The parts: buckets.py (shape buckets and the grid warm_up() compiles), programs.py (the jitted
+programs, which aot compiles too), layout.py (the XLA-CPU choices, picked once here),
+slots.py (requests, samples and the arrays that start them in slots), prefix_cache.py (the
+block index); this module holds the thread, the queue, validation and the API.
+
+Request keys name random streams: generate() gives prompt r the key r (its index in that
+call), submit() takes an explicit key (default 0).
+
 Prefix sharing: requests with identical prompts admitted together share one prefill row, and
 the prefix cache (prefix_cache.py: an index of 16-token blocks over a fixed pool of KV pages)
 serves every full block a prompt shares with an earlier prefilled prompt (and, with
@@ -17,22 +32,17 @@ the next turn of an episode compute only what is new. Its pages
 are read into the prefill cache and written from prefills and finished decode slots by
 jitted gathers and scatters of padded index arrays; shapes never depend on what is cached.
 
-Shape buckets keep compilations few: slot batches in batch_sizes (default powers of two from
-min_slots), cache lengths in cache_lengths (default 32, 48, 64, 96, 128, ...: each step at
-most 1.5x), prefill batches in powers of four (at most the slot batch), inserts padded to the
-slot batch. Every device function's shapes follow from a (slot batch, cache length) cell of
-that grid, so the grid is the whole set of programs the engine can run: warm_up() compiles it
-(in parallel), and a server that warms it compiles nothing afterwards. A coarser grid
-(geometric_buckets: whale_jax.serve uses ratio 8) compiles fewer programs for more padding.
-The cache grows with the samples (enough for the next decode call, never past a sample's
-prompt + max_tokens), so attention reads little more than is filled.
+Shape buckets keep compilations few (buckets.py): every program's shapes follow from a (slot
+batch, cache length) cell of the grid, so warm_up() compiles the whole set (in parallel), and a
+server that warms it compiles nothing afterwards. The cache grows with the samples (enough for
+the next decode call, never past a sample's prompt + max_tokens), so attention reads little
+more than is filled.
 
 Determinism: sample i of a request draws from (seed, request_key, i) and its step index only
 (categorical.py). Its slot, the batch and the buckets change floating-point rounding at most
 (about 1e-6 in a logprob), never its random stream; a token flips only if such noise moves a
 draw across a boundary of the cumulative distribution (or breaks a near-tie in greedy).
 """
-import bisect
 import collections
 import concurrent.futures
 import dataclasses
@@ -40,215 +50,26 @@ import functools
 import os
 import threading
 import time
-import types
 
 from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from whale_jax.models import decode_step
-from whale_jax.models import decoder
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules as rules_lib
 from whale_jax.sampling import api
+from whale_jax.sampling import buckets
 from whale_jax.sampling import categorical
-from whale_jax.sampling import decode
+from whale_jax.sampling import decode as decode_lib
+from whale_jax.sampling import engine_config as engine_config_lib
+from whale_jax.sampling import layout as layout_lib
 from whale_jax.sampling import prefix_cache
+from whale_jax.sampling import programs as programs_lib
+from whale_jax.sampling import slots as slots_lib
 from whale_jax.sampling import stops
 
-MIN_LENGTH_BUCKET = 32
 MAX_DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
-_NO_PAGE = 2**30  # a page index past any pool: gathers read zeros, saves are dropped
-PREFILL_CHUNK = 64  # tokens per row and step of a prefill after a cached prefix
-
-
-def length_bucket(length):
-  """Smallest of 32, 48, 64, 96, 128, ... (powers of two and 1.5x them) >= length."""
-  size = MIN_LENGTH_BUCKET
-  while size < length:
-    size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
-  return size
-
-
-def length_buckets(up_to):
-  """The length buckets 32, 48, 64, ... up to the first >= up_to."""
-  buckets = [MIN_LENGTH_BUCKET]
-  while buckets[-1] < up_to:
-    buckets.append(length_bucket(buckets[-1] + 1))
-  return buckets
-
-
-def geometric_buckets(smallest, largest, ratio, multiple=1):
-  """smallest, smallest * ratio, smallest * ratio**2, ... while below largest, then largest
-  rounded up to a multiple of `multiple`: about log_ratio(largest / smallest) + 1 buckets,
-  each at most ratio times the one before (geometric_buckets(1, 64, 4) = [1, 4, 16, 64])."""
-  if not (isinstance(ratio, int) and ratio >= 2 and isinstance(smallest, int) and
-          smallest >= 1 and isinstance(largest, int) and largest >= 1):
-    raise ValueError(f"geometric_buckets({smallest!r}, {largest!r}, ratio={ratio!r}): sizes "
-                     "must be ints >= 1 and ratio an int >= 2.")
-  top = -(-largest // multiple) * multiple
-  buckets = []
-  size = smallest
-  while size < top:
-    buckets.append(size)
-    size *= ratio
-  return buckets + [top]
-
-
-def bucket_for(buckets, size):
-  """The smallest of the ascending buckets >= size."""
-  index = bisect.bisect_left(buckets, size)
-  if index == len(buckets):
-    raise ValueError(f"{size} exceeds the largest bucket, {buckets[-1]}, of {list(buckets)}.")
-  return buckets[index]
-
-
-def power_of_two_bucket(count, minimum=1):
-  """Smallest power of two >= count and >= minimum (a power of two)."""
-  return max(minimum, 1 << max(0, int(count) - 1).bit_length())
-
-
-def save_bucket(count):
-  """Blocks per copy from decode slots into the pool: the smallest power of 16 >= count, at
-  least 16 (copies are small; few shapes matter more)."""
-  size = 16
-  while size < count:
-    size *= 16
-  return size
-
-
-def power_of_four_bucket(count, minimum=1):
-  """Smallest power of four >= count, times minimum (a power of two); for prefill and insert
-  batches, whose sizes vary with arrivals, so that they compile for few shapes."""
-  size = minimum
-  while size < count:
-    size *= 4
-  return size
-
-
-@dataclasses.dataclass
-class _Request:
-  prompt: tuple
-  params: api.SamplingParams
-  request_key: int
-  stop_ids: tuple
-  future: concurrent.futures.Future
-  submitted_seconds: float
-  samples: list = dataclasses.field(default_factory=list)
-  on_tokens: object = None  # see Engine.submit
-
-
-@dataclasses.dataclass
-class _PrefillRow:
-  """One distinct prompt of an admission round: its requests share one prefill row."""
-  prompt: tuple
-  requests: list
-  pages: list  # pool pages of its cached prefix
-
-  def prefix_length(self, block_size):
-    return len(self.pages) * block_size
-
-
-@dataclasses.dataclass
-class _Sample:
-  request: _Request
-  index: int
-  watcher: stops.StopStringWatcher | None
-  slot: int = -1
-  cacheable: bool = True  # its KV came from the weights the prefix cache holds
-  token_ids: list = dataclasses.field(default_factory=list)
-  logprobs: list = dataclasses.field(default_factory=list)
-  completion: api.Completion | None = None
-  reported: int = 0  # tokens handed to request.on_tokens so far
-
-  @property
-  def cache_length(self):  # positions written: the prompt but its last token, one per step
-    return len(self.request.prompt) - 1 + len(self.token_ids)
-
-  @property
-  def final_cache_length(self):
-    return len(self.request.prompt) - 1 + self.request.params.max_tokens
-
-
-_CALLER = threading.local()  # .compilations: the Counter of the engine calling a jitted function
-_COUNTER_LOCK = threading.Lock()
-
-
-def _counted(name, function):
-  """function, counting each trace (= compilation for a new shape) for the calling engine."""
-  @functools.wraps(function)
-  def traced(*args, **kwargs):
-    compilations = getattr(_CALLER, "compilations", None)
-    if compilations is not None:
-      with _COUNTER_LOCK:
-        compilations[name] += 1
-    return function(*args, **kwargs)
-  return traced
-
-
-@functools.lru_cache(maxsize=16)
-def _jitted_functions(config, unrolled, steps_per_call, num_stop_ids, mesh, rules_items,
-                      block_size, prefill_chunk=PREFILL_CHUNK, device=None, bits=False):
-  """The engine's jitted functions, shared by engines with the same settings (one compile).
-
-  bits: prefills, inserts and block saves move 16-bit floats as their bits (decode.prefill;
-  on for CPU).
-
-  Without a mesh, state outputs are committed to `device`, so that a function's inputs are
-  alike however they were made (JAX compiles again for committed vs uncommitted inputs,
-  which would defeat warm_up).
-  """
-  slot_shardings = pool_shardings = None
-  if mesh is None and device is not None:
-    slot_shardings = pool_shardings = jax.sharding.SingleDeviceSharding(device)
-  if mesh is not None:
-    slot_shardings = rules_lib.shardings(decode.slots_logical_axes(config, unrolled), mesh,
-                                         dict(rules_items))
-    pool_shardings = rules_lib.shardings(decode.pool_logical_axes(), mesh, dict(rules_items))
-
-  def prefill_call(params, weight_bits, tokens, lengths):
-    return decode.prefill(params, config, tokens, lengths, prefill_chunk, bits, weight_bits)
-
-  def prefill_prefix_call(params, weight_bits, tokens, lengths, pool, pages, prefix_lengths,
-                          save_pages):
-    return decode.prefill_with_prefix(params, config, tokens, lengths, pool, pages,
-                                      prefix_lengths, save_pages, prefill_chunk, bits,
-                                      weight_bits)
-
-  def decode_call(params, layers, slots, cancel, num_steps, stop_early, transposed):
-    return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
-                         steps_per_call, transposed)
-
-  return types.SimpleNamespace(
-      init=jax.jit(_counted("init_slots", functools.partial(
-          decode.init_slots, config, num_stop_ids=num_stop_ids, unrolled=unrolled)),
-                   static_argnums=(0, 1), out_shardings=slot_shardings),
-      prefill=jax.jit(_counted("prefill", prefill_call),
-                      out_shardings=pool_shardings if mesh is None else None),
-      prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call), donate_argnums=4,
-                             out_shardings=(pool_shardings if mesh is None else None,
-                                            pool_shardings)),
-      init_pool=jax.jit(_counted("init_pool", functools.partial(
-          decode.init_pool, config, block_size=block_size)), static_argnums=0,
-                        out_shardings=pool_shardings),
-      grow_pool=jax.jit(_counted("grow_pool", decode.grow_pool), static_argnums=1,
-                        donate_argnums=0, out_shardings=pool_shardings),
-      save_slots=jax.jit(_counted("save_blocks", functools.partial(
-          decode.save_blocks, unrolled=unrolled, bits=bits)), donate_argnums=0,
-                         out_shardings=pool_shardings),
-      insert=jax.jit(_counted("insert", functools.partial(decode.insert, unrolled=unrolled,
-                                                          bits=bits)),
-                     donate_argnums=0, out_shardings=slot_shardings),
-      decode=jax.jit(_counted("decode", decode_call), donate_argnums=2, static_argnums=6,
-                     out_shardings=(slot_shardings, None, None)),
-      relayout=jax.jit(_counted("relayout", functools.partial(decode.relayout,
-                                                              unrolled=unrolled)),
-                       static_argnums=2, out_shardings=slot_shardings),
-      split_layers=jax.jit(_counted("split_layers", functools.partial(
-          decode_step.split_layers, config=config)), static_argnames="transposed"),
-      inference_bits=jax.jit(_counted("inference_bits", functools.partial(
-          decoder.inference_bits, config=config))))
 
 
 def _on_device(params):
@@ -259,14 +80,18 @@ def _on_device(params):
 
 
 class Engine:
-  """Serves generation requests from many threads with continuous batching.
+  """Serves generation requests from many threads with continuous batching; an
+  api.LLMBackend (whale_jax.sampling.Sampler is this class).
 
   Args:
     config: models.ModelConfig.
-    params: the params tree (held by reference; see update_params).
-    tokenizer: optional; needed for stop strings and for Completion.text.
+    params: the params tree (held by reference; see update_params; the trainer's, when they
+      share a mesh).
+    tokenizer: optional; needed for text prompts, stop strings and Completion.text.
     mesh: optional jax Mesh the params live on; slot state is sharded by `rules`.
     rules: logical axis rules for the slot state (default parallel.rules.SAMPLE_RULES).
+    engine_config: optional engine_config.EngineConfig holding the settings below; keywords
+      given beside it replace its fields. The settings (EngineConfig's fields):
     max_slots: most samples decoded at once (rounded up to a multiple of the mesh's batch
       shards).
     min_slots: fewest slots in a batch, rounded up to a power of two and to at least the
@@ -278,7 +103,9 @@ class Engine:
     num_stop_ids: most end-of-sequence plus stop token ids per request.
     unrolled: decode with models.decode_step (one cache buffer per layer, and per-layer
       copies of the weights made once per params version: see _prepared_layers) instead of
-      decoder.forward_with_cache. Default: on CPU, for the models decode_step supports.
+      decoder.forward_with_cache. Default (None): layout.Layout.choose's, on CPU for the models
+      decode_step supports. The engine's layout (self.layout) holds it and the other
+      XLA-CPU choices.
     prefix_cache_bytes: memory budget of the prefix cache's block pool (KV of prompt and
       completion blocks reused by later requests that start with them; see prefix_cache.py).
       0 turns it off. The pool is allocated in full when the first block is cached (one
@@ -301,35 +128,28 @@ class Engine:
       rounded above); default every power of two between them. Each is a multiple of the
       mesh's batch shards.
     cache_lengths: the cache lengths of the slots, ascending, the last >= max_cache_length,
-      each a multiple of prefix_block_size; default 32, 48, 64, 96, ... (length_buckets).
+      each a multiple of prefix_block_size; default 32, 48, 64, 96, ... (buckets.length_buckets).
       len(batch_sizes) * len(cache_lengths) is the number of cells warm_up() compiles (some
-      ten programs each); geometric_buckets(32, max_cache_length, 8, multiple=16) and
-      geometric_buckets(min_slots, max_slots, 8) make it small.
+      ten programs each); buckets.geometric_buckets(32, max_cache_length, 8, multiple=16)
+      and buckets.geometric_buckets(min_slots, max_slots, 8) make it small.
   """
 
-  def __init__(self, config, params, tokenizer=None, mesh=None, rules=None, max_slots=64,
-               min_slots=1, steps_per_call=64, max_cache_length=None,
-               max_prefill_tokens=8192, num_stop_ids=16, unrolled=None,
-               prefix_cache_bytes=None, prefix_block_size=16, prefix_cache_completions=False,
-               share_identical_prompts=True, batch_sizes=None, cache_lengths=None):
-    for name, value in (("max_slots", max_slots), ("min_slots", min_slots),
-                        ("steps_per_call", steps_per_call),
-                        ("max_prefill_tokens", max_prefill_tokens),
-                        ("num_stop_ids", num_stop_ids)):
-      if not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive int.")
-    if prefix_block_size not in (1, 2, 4, 8, 16):
-      raise ValueError(f"prefix_block_size={prefix_block_size!r} must be 1, 2, 4, 8 or 16 "
-                       "(it must divide every cache length bucket).")
+  def __init__(self, config, params, tokenizer=None, mesh=None, rules=None,
+               engine_config=None, **options):
+    if engine_config is None:
+      engine_config = engine_config_lib.EngineConfig(**options)
+    elif options:
+      engine_config = dataclasses.replace(engine_config, **options)
+    self.engine_config = engine_config
+    max_slots, max_cache_length = engine_config.max_slots, engine_config.max_cache_length
+    prefix_cache_bytes = engine_config.prefix_cache_bytes
+    prefix_block_size = engine_config.prefix_block_size
     token_bytes = (2 * config.num_layers * config.num_kv_heads * config.head_dim *
                    jnp.dtype(config.compute_jnp_dtype).itemsize)
     if prefix_cache_bytes is None:
       prefix_cache_bytes = 0 if config.is_hybrid else min(
           MAX_DEFAULT_PREFIX_CACHE_BYTES,
           4 * max_slots * (max_cache_length or config.max_position_embeddings) * token_bytes)
-    if not isinstance(prefix_cache_bytes, int) or prefix_cache_bytes < 0:
-      raise ValueError(f"prefix_cache_bytes={prefix_cache_bytes!r} must be an int >= 0 "
-                       "(0 = no prefix cache).")
     if prefix_cache_bytes and config.is_hybrid:
       raise ValueError(
           f"prefix_cache_bytes={prefix_cache_bytes}: hybrid models (model_type="
@@ -344,34 +164,28 @@ class Engine:
     if mesh is not None:
       mesh_lib.validate_model(config, mesh, self.rules)
       batch_shards = mesh_lib.axis_size(mesh, "batch", self.rules)
-    self.min_slots = power_of_two_bucket(max(min_slots, batch_shards))
-    self._min_prefill_rows = power_of_two_bucket(batch_shards)
-    self.max_slots = -(-max(max_slots, self.min_slots) // batch_shards) * batch_shards
-    self.steps_per_call = steps_per_call
+    self.min_slots, self.max_slots = buckets.slot_bounds(engine_config.min_slots, max_slots,
+                                                         batch_shards)
+    self.steps_per_call = engine_config.steps_per_call
     self.max_cache_length = max_cache_length or config.max_position_embeddings
-    self.batch_sizes, self.cache_lengths = self._bucket_grid(batch_sizes, cache_lengths,
-                                                             batch_shards, prefix_block_size)
-    self.max_prefill_tokens = max_prefill_tokens
-    self.num_stop_ids = num_stop_ids
+    self.grid = buckets.Grid.build(engine_config.batch_sizes, engine_config.cache_lengths,
+                                   self.min_slots, self.max_slots, self.max_cache_length,
+                                   batch_shards, prefix_block_size)
+    self.batch_sizes, self.cache_lengths = self.grid.batch_sizes, self.grid.cache_lengths
+    self.max_prefill_tokens = engine_config.max_prefill_tokens
+    self.num_stop_ids = engine_config.num_stop_ids
     self.eos_ids = tuple(dict.fromkeys(
         tuple(config.eos_token_ids) + tuple(getattr(tokenizer, "eos_ids", ()) or ())))
     params = _on_device(params)
     # next(iter(...)): devices() is the sharding's cached set, which pop() would empty.
     device = next(iter(jax.tree.leaves(params)[0].devices()))
     platform = device.platform
-    if unrolled is None:
-      unrolled = platform == "cpu" and decode_step.supports(config)
-    if unrolled and not decode_step.supports(config):
-      raise ValueError(f"unrolled=True: models.decode_step does not support this model "
-                       f"(model_type={config.model_type!r}); use unrolled=False.")
-    self.unrolled = unrolled
+    self.layout = layout_lib.Layout.choose(config, platform, engine_config.unrolled)
+    self.unrolled = self.layout.unrolled
     self._params = params
     self._layers = {}
-    # The embedding and layer weights as 16-bit bits, once per params version, where the
-    # jitted functions move 16-bit floats as bits (CPU) and the model has such weights.
-    self._bits_moves = (platform == "cpu" and not config.is_hybrid and
-                        jnp.dtype(config.compute_jnp_dtype).itemsize == 2)
-    self._weight_bits = None  # (params, decoder.inference_bits(params)) when _bits_moves
+    # (params, decoder.inference_bits(params)) where layout.weight_bits: made once per version
+    self._weight_bits = None
     self._lock = threading.Lock()
     self._wakeup = threading.Condition(self._lock)
     self._queue = collections.deque()
@@ -394,59 +208,18 @@ class Engine:
                    if prefix_cache_bytes else None)
     self._pool = None
     self._indexed_params = None
-    self._cache_completions = bool(prefix_cache_completions)
-    self._share_identical_prompts = bool(share_identical_prompts)
-    # Special token ids do not change the compiled functions: engines that differ only in
-    # them share compilations.
-    compiled_config = config.replace(eos_token_ids=(), bos_token_id=None, pad_token_id=None,
-                                     max_position_embeddings=0)
-    self._functions = _jitted_functions(compiled_config, unrolled, steps_per_call,
-                                        num_stop_ids, mesh, tuple(sorted(self.rules.items())),
-                                        prefix_block_size,
-                                        device=None if mesh is not None else device,
-                                        bits=platform == "cpu")
-
-  def _bucket_grid(self, batch_sizes, cache_lengths, batch_shards, block_size):
-    """(batch_sizes, cache_lengths) as validated tuples (the defaults when None)."""
-    if batch_sizes is None:
-      batch_sizes, size = [], self.min_slots
-      while size < self.max_slots:
-        batch_sizes.append(size)
-        size *= 2
-      batch_sizes.append(self.max_slots)
-    if cache_lengths is None:
-      cache_lengths = length_buckets(self.max_cache_length)
-    for name, values in (("batch_sizes", batch_sizes), ("cache_lengths", cache_lengths)):
-      values = list(values)
-      if not values or not all(isinstance(v, int) and v >= 1 for v in values) or (
-          values != sorted(set(values))):
-        raise ValueError(f"{name}={values!r} must be a non-empty ascending list of distinct "
-                         "positive ints.")
-    batch_sizes, cache_lengths = tuple(batch_sizes), tuple(cache_lengths)
-    if batch_sizes[0] < self.min_slots or batch_sizes[-1] != self.max_slots or any(
-        size % batch_shards for size in batch_sizes):
-      raise ValueError(
-          f"batch_sizes={list(batch_sizes)} must run from min_slots={self.min_slots} (or more) "
-          f"to exactly max_slots={self.max_slots}, in multiples of the mesh's {batch_shards} "
-          "batch shard(s); e.g. geometric_buckets(min_slots, max_slots, 4).")
-    if cache_lengths[-1] < self.max_cache_length or any(
-        length % block_size for length in cache_lengths):
-      raise ValueError(
-          f"cache_lengths={list(cache_lengths)} must reach max_cache_length="
-          f"{self.max_cache_length} and be multiples of prefix_block_size={block_size}; e.g. "
-          f"geometric_buckets(32, {self.max_cache_length}, 4, multiple={block_size}).")
-    return batch_sizes, cache_lengths
+    self._cache_completions = bool(engine_config.prefix_cache_completions)
+    self._share_identical_prompts = bool(engine_config.share_identical_prompts)
+    self._functions = programs_lib.programs(config, engine_config, self.layout, mesh,
+                                            self.rules, device)
 
   def _call(self, function, *args):
     """Calls a jitted function, counting its compilations (traces) for this engine."""
-    _CALLER.compilations = self._compilations
-    try:
+    with programs_lib.counting(self._compilations):
       if self.mesh is None:
         return function(*args)
       with rules_lib.activate(self.mesh, self.rules):
         return function(*args)
-    finally:
-      _CALLER.compilations = None
 
   # ---- public API ------------------------------------------------------------------------
 
@@ -475,7 +248,7 @@ class Engine:
     """Queues one prompt; returns a Future of its list of params.n Completions.
 
     Args:
-      prompt_ids: non-empty sequence of token ids.
+      prompt_ids: non-empty sequence of token ids, or text (with a tokenizer).
       params: SamplingParams (default SamplingParams()).
       request_key: integer in [0, 2**64) naming the request's random streams: the same
         (prompt, params, request_key) gives the same tokens whatever else is being served.
@@ -502,10 +275,13 @@ class Engine:
     return [request.future for request in built]
 
   def generate(self, prompts, params=None, request_keys=None):
-    """Completions for each prompt, params.n per prompt (prompt-major), waiting for all.
+    """Completions for each prompt (token ids, or text with a tokenizer), params.n per
+    prompt (prompt-major), waiting for all.
 
     request_keys default to each prompt's index in `prompts`.
     """
+    if isinstance(prompts, str):
+      raise TypeError("generate takes a list of prompts; wrap the single prompt in a list.")
     if request_keys is None:
       request_keys = range(len(prompts))
     elif len(request_keys) != len(prompts):
@@ -527,7 +303,7 @@ class Engine:
     admission); prefix_cache_blocks (cached now), prefix_cache_pool_blocks (pages allocated),
     prefix_cache_evictions; compilations (total) and compilations_by_function.
     """
-    with self._lock, _COUNTER_LOCK:
+    with self._lock, programs_lib.COUNTER_LOCK:
       metrics = dict(self._metrics)
       compilations = dict(self._compilations)
       queued = len(self._queue)
@@ -597,14 +373,10 @@ class Engine:
     """warm_up() on the engine thread."""
     params = self._params
     before = sum(self._compilations.values())
-    sizes = (list(self.batch_sizes) if batch_sizes is None else
-             sorted({bucket_for(self.batch_sizes, min(b, self.max_slots)) for b in batch_sizes}))
-    top = bucket_for(self.cache_lengths, min(max_cache_length or self.max_cache_length,
-                                             self.max_cache_length))
-    bottom = bucket_for(self.cache_lengths, min(min_cache_length or 1, top))
-    lengths = [x for x in self.cache_lengths if bottom <= x <= top]
+    sizes, lengths = self.grid.warm_cells(self.max_slots, self.max_cache_length, batch_sizes,
+                                          max_cache_length, min_cache_length)
     count = 1
-    while count <= power_of_two_bucket(self.max_slots):
+    while count <= buckets.power_of_two_bucket(self.max_slots):
       categorical.sample_rngs([(0, 0, 0)] * count)
       count *= 2
     if self.mesh is None:  # with one, lowering alone may not fix the shardings a call gets
@@ -637,38 +409,34 @@ class Engine:
     pool = None if self._index is None else call(functions.init_pool, self._index.pool_blocks)
     bits = self._prepared_bits(params)
     for batch_size in sizes:
-      transposed = decode_step.transposed_for(self.config, batch_size)
-      layers = self._prepared_layers(params, transposed) if self.unrolled else None
-      rows = sorted({self._prefill_rows(n, batch_size) for n in range(1, batch_size + 1)})
+      batch_layout = self.layout.for_batch(self.config, batch_size)
+      layers = self._prepared_layers(params, batch_layout)
+      rows = sorted({self.grid.prefill_rows(n, batch_size) for n in range(1, batch_size + 1)})
       for cache_length in lengths:
         slots = call(functions.init, batch_size, cache_length)
         slots, _, _ = call(functions.decode, params, layers, slots,
                            np.zeros((batch_size,), bool), np.int32(self.steps_per_call),
-                           np.bool_(False), transposed)
+                           np.bool_(False), batch_layout)
         for num_rows in rows:
           tokens = np.zeros((num_rows, cache_length), np.int32)
           zeros = np.zeros((num_rows,), np.int32)
           if pool is None:
             prefilled = call(functions.prefill, params, bits, tokens, zeros)
           else:
-            no_pages = np.full((num_rows, cache_length // block_size), _NO_PAGE, np.int32)
+            no_pages = np.full((num_rows, cache_length // block_size), slots_lib.NO_PAGE,
+                               np.int32)
             prefilled, pool = call(functions.prefill_prefix, params, bits, tokens, zeros, pool,
                                    no_pages, zeros, no_pages)
-          slots = call(functions.insert, slots, prefilled, self._empty_insert(batch_size))
+          slots = call(functions.insert, slots, prefilled,
+                       slots_lib.empty_insert(batch_size, self.num_stop_ids))
         if pool is not None and self._cache_completions:
           blocks = 16
-          while blocks <= save_bucket(batch_size * cache_length // block_size):
-            zeros = np.zeros((blocks,), np.int32)
-            pool = call(functions.save_slots, pool, slots["cache"], zeros, zeros,
-                        np.full((blocks,), _NO_PAGE, np.int32))
+          while blocks <= buckets.save_bucket(batch_size * cache_length // block_size):
+            pool = call(functions.save_slots, pool, slots["cache"],
+                        *slots_lib.save_arrays([], blocks))
             blocks *= 16
-        # _relayout_path moves one bucket at a time: to the next cell up and back down.
-        index = self.batch_sizes.index(batch_size)
-        neighbours = [(x, cache_length) for x in self.batch_sizes[index + 1:index + 2]
-                      if x in sizes]
-        index = self.cache_lengths.index(cache_length)
-        neighbours += [(batch_size, x) for x in self.cache_lengths[index + 1:index + 2]
-                       if x in lengths]
+        # relayout_path moves one bucket at a time: to the next cell up and back down.
+        neighbours = self.grid.neighbours(batch_size, cache_length, sizes, lengths)
         for other_batch, other_length in neighbours:
           call(functions.relayout, slots, np.arange(other_batch, dtype=np.int32), other_length)
           other = call(functions.init, other_batch, other_length)
@@ -688,6 +456,12 @@ class Engine:
     if thread is not None:
       thread.join()
 
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    self.close()
+
   # ---- validation ------------------------------------------------------------------------
 
   def _validate(self, prompt_ids, params=None, request_key=0, on_tokens=None):
@@ -696,8 +470,10 @@ class Engine:
       raise TypeError(f"params must be a whale_jax.sampling.SamplingParams; got "
                       f"{type(params).__name__}.")
     if isinstance(prompt_ids, str):
-      raise TypeError("prompt_ids is a str; the engine takes token ids. Encode it with the "
-                      "tokenizer, or call Sampler.generate, which accepts text prompts.")
+      if self.tokenizer is None:
+        raise TypeError("A text prompt needs a tokenizer: build the Sampler with "
+                        "tokenizer=..., or pass token ids.")
+      prompt_ids = self.tokenizer.encode(prompt_ids)
     try:
       prompt = tuple(int(i) for i in prompt_ids)
     except (TypeError, ValueError):
@@ -731,10 +507,10 @@ class Engine:
                        "num_stop_ids.")
     if on_tokens is not None and not callable(on_tokens):
       raise TypeError(f"on_tokens must be callable or None; got {type(on_tokens).__name__}.")
-    request = _Request(prompt, params, int(request_key), stop_ids,
+    request = slots_lib.Request(prompt, params, int(request_key), stop_ids,
                        concurrent.futures.Future(), time.perf_counter(), on_tokens=on_tokens)
     request.samples = [
-        _Sample(request, i, stops.StopStringWatcher(self.tokenizer, params.stop)
+        slots_lib.Sample(request, i, stops.StopStringWatcher(self.tokenizer, params.stop)
                 if params.stop else None) for i in range(params.n)]
     return request
 
@@ -806,8 +582,8 @@ class Engine:
     if admitted:
       self._admit(params, admitted)
     batch_size = len(self._slot_samples)
-    transposed = decode_step.transposed_for(self.config, batch_size)
-    layers = self._prepared_layers(params, transposed) if self.unrolled else None
+    batch_layout = self.layout.for_batch(self.config, batch_size)
+    layers = self._prepared_layers(params, batch_layout)
     cancel = np.zeros((batch_size,), bool)
     cancel[sorted(self._to_cancel)] = True
     self._to_cancel.clear()
@@ -815,7 +591,7 @@ class Engine:
       waiting = bool(self._queue)
     self._slots, tokens, logprobs = self._call(
         self._functions.decode, params, layers, self._slots, cancel,
-        np.int32(self.steps_per_call), np.bool_(waiting), transposed)
+        np.int32(self.steps_per_call), np.bool_(waiting), batch_layout)
     waited = time.perf_counter()
     tokens, logprobs = jax.device_get((tokens, logprobs))
     with self._lock:  # the device's share of the round (async prefill work included)
@@ -831,13 +607,16 @@ class Engine:
         self._metrics["prefix_cache_evictions"] = self._index.evictions
     return completed
 
-  def _prepared_layers(self, params, transposed):
-    """decode_step.split_layers(params), made once per params version and layout, with the
-    embedding's bits from _prepared_bits where there are such.
+  def _prepared_layers(self, params, batch_layout):
+    """decode_step.split_layers(params), made once per params version and weight layout
+    (batch_layout.transposed), with the embedding's bits from _prepared_bits where there are
+    such; None for the stacked cache (not batch_layout.unrolled).
 
-    The layout is decode_step.transposed_for the batch size and dtype; each is a copy of the
-    layer weights that lives until the params change.
+    Each is a copy of the layer weights that lives until the params change.
     """
+    if not batch_layout.unrolled:
+      return None
+    transposed = batch_layout.transposed
     cached = self._layers.get(transposed)
     if cached is None or cached[0] is not params:
       self._layers = {key: value for key, value in self._layers.items()
@@ -852,9 +631,9 @@ class Engine:
 
   def _prepared_bits(self, params):
     """decoder.inference_bits(params), made once per params version (a copy of the embedding
-    and layer weights as 16-bit bits) where the prefills and decode steps move 16-bit floats as
-    bits; None elsewhere."""
-    if not self._bits_moves:
+    and layer weights as 16-bit bits) where the layout says so (Layout.weight_bits); None
+    elsewhere."""
+    if not self.layout.weight_bits(self.config):
       return None
     if self._weight_bits is None or self._weight_bits[0] is not params:
       self._weight_bits = None  # the older copy goes before the new one is made
@@ -867,38 +646,25 @@ class Engine:
     Grows at once; shrinks the batch only to a quarter or less and the cache to half or less,
     so that a batch hovering around a bucket boundary is not copied back and forth.
     """
-    wanted_batch = bucket_for(self.batch_sizes, len(active) + len(new_samples))
-    wanted_length = bucket_for(self.cache_lengths, max(
+    wanted_batch = buckets.bucket_for(self.batch_sizes, len(active) + len(new_samples))
+    wanted_length = buckets.bucket_for(self.cache_lengths, max(
         min(s.final_cache_length, s.cache_length + self.steps_per_call)
         for s in active + new_samples))
     if self._slots is None:
       self._slots = self._call(self._functions.init, wanted_batch, wanted_length)
       self._slot_samples = [None] * wanted_batch
       return
-    old_batch, old_length = len(self._slot_samples), self._current_cache_length()
+    old_batch = len(self._slot_samples)
+    old_length = slots_lib.cache_length(self._slots, self.layout)
     batch_size = wanted_batch if (wanted_batch > old_batch or
                                   4 * wanted_batch <= old_batch) else old_batch
     cache_length = wanted_length if (wanted_length > old_length or
                                      2 * wanted_length <= old_length) else old_length
     # One bucket at a time (batch first, then cache length), so that only neighbouring
     # shapes are ever relaid: a set warm_up() can compile ahead.
-    for step_batch, step_length in self._relayout_path(
+    for step_batch, step_length in self.grid.relayout_path(
         (old_batch, old_length), (batch_size, cache_length)):
       self._relayout(active, step_batch, step_length)
-
-  def _relayout_path(self, start, target):
-    """The (batch, cache length) shapes from start to target, one bucket per step."""
-    batches, lengths = self.batch_sizes, self.cache_lengths
-    path, (batch_size, cache_length) = [], start
-    while batch_size != target[0]:
-      index = batches.index(batch_size)
-      batch_size = batches[index + 1 if target[0] > batch_size else index - 1]
-      path.append((batch_size, cache_length))
-    while cache_length != target[1]:
-      index = lengths.index(cache_length)
-      cache_length = lengths[index + 1 if target[1] > cache_length else index - 1]
-      path.append((batch_size, cache_length))
-    return path
 
   def _relayout(self, active, batch_size, cache_length):
     old_batch = len(self._slot_samples)
@@ -917,10 +683,6 @@ class Engine:
         samples[new_slot].slot = new_slot
     self._slot_samples = samples
 
-  def _current_cache_length(self):
-    cache = self._slots["cache"]
-    return cache["value"][0].shape[2] if self.unrolled else cache["value"].shape[2]
-
   def _admit(self, params, admitted):
     """Prefills the admitted prompts and starts their samples in free slots.
 
@@ -935,7 +697,7 @@ class Engine:
     for request in admitted:
       key = request.prompt if self._share_identical_prompts else id(request)
       if key not in rows:
-        rows[key] = _PrefillRow(request.prompt, [], [])
+        rows[key] = slots_lib.PrefillRow(request.prompt, [], [])
       rows[key].requests.append(request)
     pinned = set()  # pages read or written in this round: never evicted before use
     if self._index is not None:
@@ -948,23 +710,19 @@ class Engine:
       group = [order.pop(0)]
       while order:
         candidate = group + [order[0]]
-        tokens = (power_of_four_bucket(len(candidate), self._min_prefill_rows) * bucket_for(
-            self.cache_lengths,
-            max(len(r.prompt) - 1 - r.prefix_length(size) for r in candidate)))
+        longest = max(len(r.prompt) - 1 - r.prefix_length(size) for r in candidate)
+        tokens = (buckets.power_of_four_bucket(len(candidate), self.grid.min_prefill_rows) *
+                  buckets.bucket_for(self.cache_lengths, longest))
         if tokens > self.max_prefill_tokens:
           break
         group.append(order.pop(0))
       self._prefill_group(params, group, free, rng_of, pinned)
 
-  def _prefill_rows(self, count, batch_size):
-    """Rows of a prefill of count prompts: a power of four, at most the slot batch."""
-    return min(power_of_four_bucket(count, self._min_prefill_rows),
-               max(batch_size, self._min_prefill_rows))
-
   def _prefill_group(self, params, group, free, rng_of, pinned):
-    num_prompts = self._prefill_rows(len(group), len(self._slot_samples))
+    num_prompts = self.grid.prefill_rows(len(group), len(self._slot_samples))
     size = self.prefix_block_size
-    total_length = self._current_cache_length()  # the slots' (>= every prompt): few shapes
+    # the slots' cache length (>= every prompt): few shapes
+    total_length = slots_lib.cache_length(self._slots, self.layout)
     prefix = np.zeros((num_prompts,), np.int32)
     for row, group_row in enumerate(group):
       prefix[row] = group_row.prefix_length(size)
@@ -974,8 +732,8 @@ class Engine:
       tokens[row, :len(group_row.prompt) - 1] = group_row.prompt[:-1]
       lengths[row] = len(group_row.prompt) - 1 - prefix[row]
     if self._index is not None:
-      pages = np.full((num_prompts, total_length // size), _NO_PAGE, np.int32)
-      save_pages = np.full((num_prompts, total_length // size), _NO_PAGE, np.int32)
+      pages = np.full((num_prompts, total_length // size), slots_lib.NO_PAGE, np.int32)
+      save_pages = np.full((num_prompts, total_length // size), slots_lib.NO_PAGE, np.int32)
       for row, group_row in enumerate(group):
         pages[row, :len(group_row.pages)] = group_row.pages
         for block, page in self._index.insert(group_row.prompt[:-1], pinned):
@@ -991,36 +749,18 @@ class Engine:
     samples = [(row, s) for row, group_row in enumerate(group) for r in group_row.requests
                for s in r.samples]
     batch_size = len(self._slot_samples)
-    new = self._empty_insert(batch_size)
+    new = slots_lib.empty_insert(batch_size, self.num_stop_ids)
     for m, (row, sample) in enumerate(samples):
-      request = sample.request
       slot = free.pop(0)
       sample.slot = slot
       self._slot_samples[slot] = sample
       self._to_cancel.discard(slot)
-      new["slot"][m], new["row"][m], new["token"][m] = slot, row, request.prompt[-1]
-      new["rng"][m] = rng_of[id(sample)]
-      new["remaining"][m] = request.params.max_tokens
-      new["temperature"][m] = request.params.temperature
-      new["top_k"][m] = request.params.top_k
-      new["top_p"][m] = request.params.top_p
-      new["stop_ids"][m, :len(request.stop_ids)] = request.stop_ids
+      slots_lib.fill_insert(new, m, slot, row, sample, rng_of[id(sample)])
     self._slots = self._call(self._functions.insert, self._slots, prefilled, new)
     needed = sum(len(r.prompt) - 1 for group_row in group for r in group_row.requests)
     with self._lock:
       self._metrics["prefill_tokens"] += int(lengths.sum())
       self._metrics["prefill_tokens_saved"] += needed - int(lengths.sum())
-
-  def _empty_insert(self, batch_size):
-    """insert()'s arrays for as many samples as slots, all padding (slot batch_size)."""
-    return {"slot": np.full((batch_size,), batch_size, np.int32),
-            "row": np.zeros((batch_size,), np.int32), "token": np.zeros((batch_size,), np.int32),
-            "rng": np.zeros((batch_size, 2), np.uint32),
-            "remaining": np.zeros((batch_size,), np.int32),
-            "temperature": np.ones((batch_size,), np.float32),
-            "top_k": np.zeros((batch_size,), np.int32),
-            "top_p": np.ones((batch_size,), np.float32),
-            "stop_ids": np.full((batch_size, self.num_stop_ids), decode.NO_TOKEN, np.int32)}
 
   def _ensure_pool(self):
     """Allocates the block pool (all of it: one shape) or grows it to the index's size."""
@@ -1042,14 +782,8 @@ class Engine:
     if not writes:
       return
     self._ensure_pool()
-    count = save_bucket(len(writes))
-    rows = np.zeros((count,), np.int32)
-    blocks = np.zeros((count,), np.int32)
-    pages = np.full((count,), _NO_PAGE, np.int32)
-    for m, (row, block, page) in enumerate(writes):
-      rows[m], blocks[m], pages[m] = row, block, page
     self._pool = self._call(self._functions.save_slots, self._pool, self._slots["cache"],
-                            rows, blocks, pages)
+                            *slots_lib.save_arrays(writes, buckets.save_bucket(len(writes))))
 
   def _collect(self, tokens, logprobs, finished):
     """Appends a decode call's tokens to their samples; returns completed requests and adds
@@ -1060,13 +794,15 @@ class Engine:
       if sample is None:
         continue
       row = tokens[slot]
-      count = int(np.sum(row != decode.NO_TOKEN))
+      count = int(np.sum(row != decode_lib.NO_TOKEN))
       generated += count
       steps = max(steps, count)
       sample.token_ids.extend(int(t) for t in row[:count])
       sample.logprobs.extend(float(p) for p in logprobs[slot, :count])
-      done = self._finish_if_done(sample, count)
-      self._report_tokens(sample)
+      done, cancel = slots_lib.finish_if_done(sample, count, self.tokenizer)
+      if cancel:  # a stop string ended it: the device is still generating in this slot
+        self._to_cancel.add(slot)
+      slots_lib.report_tokens(sample)
       if done:
         self._slot_samples[slot] = None
         finished.append(sample)
@@ -1078,47 +814,6 @@ class Engine:
       self._metrics["decode_calls"] += 1
       self._metrics["completed_requests"] += len(completed)
     return completed
-
-  @staticmethod
-  def _report_tokens(sample):
-    """Hands a sample's newly settled tokens (and its Completion once done) to on_tokens."""
-    request = sample.request
-    if request.on_tokens is None or (sample.completion is None and
-                                     len(sample.token_ids) == sample.reported):
-      return
-    start, end = sample.reported, len(sample.token_ids)
-    sample.reported = end
-    try:
-      request.on_tokens(sample.index, sample.token_ids[start:end],
-                        sample.logprobs[start:end], sample.completion)
-    except Exception:  # pylint: disable=broad-except  # a caller's bug must not stop decoding
-      logging.exception("on_tokens of a request raised; it gets no more progress calls.")
-      request.on_tokens = None
-
-  def _finish_if_done(self, sample, new_count):
-    """Sets sample.completion if the sample has ended; True if it has."""
-    request, params = sample.request, sample.request.params
-    ids = sample.token_ids
-    ended_by_token = bool(ids) and new_count > 0 and ids[-1] in request.stop_ids
-    ended_by_length = len(ids) >= params.max_tokens
-    finish = ("stop", ids[-1]) if ended_by_token else ("length", None) if ended_by_length \
-        else None
-    if sample.watcher is not None:
-      found = sample.watcher.check(ids)
-      if found is not None:
-        keep, text, stop = found
-        if finish is None:  # the device is still generating in this slot
-          self._to_cancel.add(sample.slot)
-        del sample.token_ids[keep:], sample.logprobs[keep:]
-        sample.completion = api.Completion(list(sample.token_ids), list(sample.logprobs), text,
-                                           "stop", list(request.prompt), stop)
-        return True
-    if finish is None:
-      return False
-    text = stops.completion_text(self.tokenizer, ids, ended_by_token)
-    sample.completion = api.Completion(list(ids), list(sample.logprobs), text, finish[0],
-                                       list(request.prompt), finish[1])
-    return True
 
   def _fail_in_flight(self, admitted, error):
     """After a failed device call: fail every request in a slot or being admitted."""
@@ -1132,3 +827,6 @@ class Engine:
       self._index = prefix_cache.PrefixIndex(self._index.block_size, self._index.max_blocks,
                                              self._index.max_blocks)
     return [(request, error) for request in requests.values()]
+
+
+Sampler = Engine  # the public name (sampling.Sampler, sampler.Sampler)

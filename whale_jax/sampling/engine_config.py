@@ -2,11 +2,11 @@
 dataclass that imports no jax, so the config boundary reads and checks it before jax starts.
 
   engine_config = EngineConfig(max_slots=32, steps_per_call=16)
-  Sampler(model_config, params, tokenizer=tokenizer, mesh=mesh, **engine_config.keywords())
+  Sampler(model_config, params, tokenizer=tokenizer, mesh=mesh, engine_config=engine_config)
+  Sampler(model_config, params, max_slots=32, steps_per_call=16)   # the same, as keywords
 
-Field names, defaults and meanings are engine.Engine's keyword arguments (its docstring says
-what each does); tests/sampling/test_engine_config.py holds the two to the same names and
-defaults.
+engine.Engine's docstring says what each field does; programs.programs reads the fields that
+shape the compiled programs.
 """
 import dataclasses
 
@@ -15,7 +15,7 @@ PREFIX_BLOCK_SIZES = (1, 2, 4, 8, 16)  # each divides every cache length bucket
 
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
-  """engine.Engine's keyword arguments but the model, params, tokenizer, mesh and rules."""
+  """engine.Engine's settings: everything but the model, params, tokenizer, mesh and rules."""
   max_slots: int = 64
   min_slots: int = 1
   steps_per_call: int = 64
@@ -44,5 +44,6 @@ class EngineConfig:
                        "(0 = no prefix cache) or None for the engine's default.")
 
   def keywords(self):
-    """The engine's keyword arguments (Sampler(..., **keywords()))."""
+    """The fields as keyword arguments (Sampler(..., **keywords()) is
+    Sampler(..., engine_config=self))."""
     return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
