@@ -100,3 +100,75 @@ def test_two_processes_run_a_recipe_like_one(tmp_path):
     assert summary[key] == reference[key], key
   np.testing.assert_allclose([value for _, value in summary["curve"]],
                              [value for _, value in reference["curve"]], atol=1e-9)
+
+
+# ---- TRAFFIC: the bytes that cross processes, counted in one place (one process, faked) ----
+
+class FakeHosts:
+  """multihost_utils.process_allgather as host `index` of len(texts) hosts would see it, each
+  host passing allgather_texts its text: the others' arrays are what their allgather_texts
+  builds (the byte length, then the UTF-8 bytes padded to the longest)."""
+
+  def __init__(self, texts, index):
+    self.encoded, self.index = [text.encode("utf-8") for text in texts], index
+
+  def __call__(self, array, tiled=False):
+    assert not tiled
+    if array.dtype == np.int64:  # the lengths
+      rows = [np.array([len(data)], np.int64) for data in self.encoded]
+    else:
+      rows = [np.frombuffer(data.ljust(array.shape[0], b"\0"), np.uint8)
+              for data in self.encoded]
+    rows[self.index] = array  # this host's own
+    return np.stack(rows)
+
+
+TEXTS = ["héllo", "ab", ""]  # 6, 2 and 0 UTF-8 bytes
+
+
+def _gather_as(monkeypatch, index, label="test"):
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  from whale_jax.parallel import distributed  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(jax, "process_count", lambda: len(TEXTS))
+  monkeypatch.setattr(multihost_utils, "process_allgather", FakeHosts(TEXTS, index))
+  distributed.TRAFFIC.reset()
+  assert distributed.allgather_texts(TEXTS[index], label=label) == TEXTS
+  return distributed.TRAFFIC.snapshot()
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_allgather_texts_counts_what_each_host_sends_and_receives(monkeypatch, index):
+  # Two gathers: an int64 length (8 bytes) from every host, then every host's text padded to
+  # the longest, "héllo" (6 bytes): each host sends 8 + 6 bytes, whatever its own text, and
+  # receives the other two hosts' 2 x (8 + 6).
+  counted = {"gathers": 2, "bytes_sent": 8 + 6, "bytes_received": 2 * (8 + 6)}
+  snapshot = _gather_as(monkeypatch, index)
+  assert {name: snapshot[name] for name in counted} == counted
+  assert {name: snapshot["by_label"]["test"][name] for name in counted} == counted
+  assert snapshot["seconds"] >= 0 and set(snapshot["by_label"]) == {"test"}
+
+
+def test_each_host_receives_what_the_others_sent(monkeypatch):
+  snapshots = [_gather_as(monkeypatch, index) for index in range(len(TEXTS))]
+  for index, snapshot in enumerate(snapshots):
+    others = sum(s["bytes_sent"] for i, s in enumerate(snapshots) if i != index)
+    assert snapshot["bytes_received"] == others
+
+
+def test_the_label_defaults_to_the_calling_function(monkeypatch):
+  from whale_jax.parallel import distributed  # pylint: disable=g-import-not-at-top
+  _gather_as(monkeypatch, 0)
+  distributed.TRAFFIC.reset()
+  assert distributed.broadcast_text(TEXTS[0]) == TEXTS[0]
+  (label,) = distributed.TRAFFIC.snapshot()["by_label"]
+  assert label == "test_distributed.test_the_label_defaults_to_the_calling_function"
+
+
+def test_one_process_moves_and_records_nothing():
+  from whale_jax.parallel import distributed  # pylint: disable=g-import-not-at-top
+  distributed.TRAFFIC.reset()
+  assert distributed.allgather_texts("héllo") == ["héllo"]
+  assert distributed.broadcast_text("ab") == "ab"
+  assert distributed.TRAFFIC.snapshot() == {"gathers": 0, "bytes_sent": 0, "bytes_received": 0,
+                                            "seconds": 0, "by_label": {}}

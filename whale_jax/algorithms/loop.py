@@ -51,6 +51,7 @@ from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.parallel import accounting
 from whale_jax.rollouts import collector
 from whale_jax.rollouts import grouped
 from whale_jax.sampling import SamplingParams
@@ -387,7 +388,8 @@ def rsft_step(run, harness):
   kept = [trajectory for _, trajectory, score in batch.flat()
           if score > run.loop.score_threshold and trajectory.ok]
   samples, groups = samples_lib.from_trajectories(kept, with_groups=True)
-  result = run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
+  with accounting.COUNTERS.timed("train"):
+    result = run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
   return _finish_weight_step(run, "rsft", batch, result.history, {
       "accepted": len(kept), "accept_rate": len(kept) / max(batch.num_rollouts, 1),
       "samples": result.num_samples, "dropped_samples": result.num_dropped})
@@ -474,8 +476,9 @@ def grpo_step(run, harness, budget_rollouts=0):
         continue
       trajectories.append(trajectory)
       trajectory_advantages.append(float(advantage))
-  result = run.policy.train(
-      samples_lib.from_trajectories(trajectories, trajectory_advantages), "grpo")
+  with accounting.COUNTERS.timed("train"):
+    result = run.policy.train(
+        samples_lib.from_trajectories(trajectories, trajectory_advantages), "grpo")
   run.last_batch = batch
   return _finish_weight_step(run, "grpo", batch, result.history, {
       "kept_groups": len(kept_groups), "groups_sampled": len(scores),
@@ -543,6 +546,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
     budget = {"iterations": run.loop.search_iterations}
   archive_dir = os.path.join(run.host_dir, "archive", label)
   evaluate = make_evaluate(run)
+  started = time.perf_counter()
   result = meta_harness.search(
       incoming, evaluate, bind_proposer(run, archive_dir, evaluate), archive_dir,
       domain=run.domain, instances=run.splits["harness"], weights_id=run.policy.weights_id,
@@ -550,6 +554,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
       seed=run.loop.seed, context_budget_tokens=run.search_context_tokens, tokenizer=None,
       max_lines=run.search_max_lines,
       session=label, **budget)
+  accounting.COUNTERS.add_seconds("search", time.perf_counter() - started)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   agent = count_agent_sessions(run, archive_dir)
   run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,
@@ -568,10 +573,11 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
 def gate(run, current, candidate, label, adopted=None):
   """Validation gate at the current weights; returns the GateResult (logged). adopted: whether
   the run adopts the candidate whatever the gate decides (None: when the gate accepts)."""
-  result = validation_gate.gate_candidate(
-      current, candidate, make_evaluate(run), run.splits["validation"],
-      weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
-      log_path=os.path.join(run.host_dir, "gate_decisions.jsonl"))
+  with accounting.COUNTERS.timed("gate"):
+    result = validation_gate.gate_candidate(
+        current, candidate, make_evaluate(run), run.splits["validation"],
+        weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
+        log_path=os.path.join(run.host_dir, "gate_decisions.jsonl"))
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   decision = result.decision
   adopted = decision.accepted if adopted is None else adopted
@@ -605,6 +611,7 @@ def evaluate_test(run, harness=None, label=""):
                           run.eval_sampling, run.loop.eval_num_samples, ("test",),
                           run.loop.seed)
   run.counts.add("evaluation", batch.num_rollouts, batch.num_generated_tokens)
+  accounting.COUNTERS.add_seconds("evaluation", time.time() - start)
   instances = [instance for instance, _, _ in batch.flat()]
   trajectories = [trajectory for _, trajectory, _ in batch.flat()]
   scores = [score for _, _, score in batch.flat()]
