@@ -210,6 +210,15 @@ def run_checks(summary, table_rows):
   return problems
 
 
+def verify_lines(totals):
+  """One line on whether each host verified only its own episodes (the target) or more."""
+  parts = [f"host {host} ran {total['episodes']} and verified {total['verified_episodes']}"
+           for host, total in sorted(totals.items())]
+  own = all(total["verified_episodes"] <= total["episodes"] for total in totals.values())
+  return [("only its own episodes verified on each host: " if own else
+           "hosts verify episodes that other hosts ran: ") + ", ".join(parts)]
+
+
 SUMMARY_KEYS = ("counts", "weight_steps", "cycles", "training_rollouts", "incumbent_hash",
                 "final_test_mean", "best_test_mean")
 
@@ -263,7 +272,8 @@ def projection_lines(measured, rollouts, hosts, episode_tokens):
       f"{generated:.1f} tokens per weight episode)",
       f"projection, {rollouts:,} rollouts a step on {hosts} hosts: received per host per step "
       f"= ({hosts} - 1) x ({fixed:,.0f} + {per_episode:,.0f} x {rollouts} / {hosts}) = "
-      f"{measured_received / 1e6:,.2f} MB; all hosts together {hosts * measured_received / 1e6:,.2f} MB",
+      f"{measured_received / 1e6:,.2f} MB; all hosts together "
+      f"{hosts * measured_received / 1e6:,.2f} MB",
       f"  scaled to {episode_tokens:,} generated tokens per episode ({scaled:,.0f} bytes per "
       f"episode, if the bytes grow with the tokens): {scaled_received / 1e6:,.1f} MB per host "
       f"per step; all hosts together {hosts * scaled_received / 1e9:,.2f} GB"]
@@ -292,7 +302,7 @@ def report(measured, names, process_counts, rollouts, hosts, episode_tokens):
   for (name, processes), result in measured.items():
     took = "" if result["seconds"] is None else (
         f" (exit {result['status']}, {result['seconds']:.0f} s)")
-    for line in run_checks(result["summary"], result["rows"]):
+    for line in run_checks(result["summary"], result["rows"]) + verify_lines(result["totals"]):
       lines.append(f"  {name}, {processes} processes{took}: {line}")
   for name in names:
     reference = measured.get((name, min(process_counts)), {}).get("summary")
