@@ -91,7 +91,7 @@ def launch(name, processes, out, timeout_seconds):
              PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
   command = ["bash", os.path.join(REPO, "launch", "local.sh"), f"--config={config}",
              *overrides, *MESH, f"--workdir={workdir}", "--noprogress"]
-  started = time.monotonic()
+  started, load_before = time.monotonic(), os.getloadavg()[0]
   with open(os.path.join(workdir, "launch.log"), "w") as log:
     process = subprocess.Popen(command, cwd=workdir, env=env, stdout=log,
                                stderr=subprocess.STDOUT, start_new_session=True)
@@ -101,7 +101,11 @@ def launch(name, processes, out, timeout_seconds):
       os.killpg(process.pid, signal.SIGKILL)  # local.sh and the processes it started
       process.wait()
       status = "timeout"
-  return status, time.monotonic() - started
+  seconds = time.monotonic() - started
+  with open(os.path.join(workdir, "launch.json"), "w") as f:
+    json.dump({"status": status, "seconds": seconds, "command": command,
+               "load_average": [load_before, os.getloadavg()[0]]}, f)
+  return status, seconds
 
 
 def read_run(workdir):
@@ -143,6 +147,24 @@ def row_table(name, processes, table_rows):
                    f"{row['gathers']} | {_kilobytes(row['bytes_sent'])} | "
                    f"{_kilobytes(row['bytes_received'])} | {row['wall_seconds']:.1f} | " +
                    " | ".join(seconds) + " |")
+  return lines
+
+
+def weight_table(measured):
+  """Markdown lines: one per (run, process count, weight step, host)."""
+  lines = ["| run | processes | step | host | episodes | verified episodes | gathers | KB sent | "
+           "KB received | wall s | rollouts s | verify s | train s | gather s |",
+           "|" + "---|" * 14]
+  for (name, processes), result in measured.items():
+    steps = [rows for rows in result["rows"] if rows[0]["phase"] == "weight"]
+    for step, rows in enumerate(steps, 1):
+      for row in rows:
+        seconds = [f"{row['seconds'].get(phase, 0.0):.2f}"
+                   for phase in ("rollouts", "verify", "train", "gather")]
+        lines.append(f"| {name} | {processes} | {step} | {row['host']} | {row['episodes']} | "
+                     f"{row['verified_episodes']} | {row['gathers']} | "
+                     f"{_kilobytes(row['bytes_sent'])} | {_kilobytes(row['bytes_received'])} | "
+                     f"{row['wall_seconds']:.1f} | " + " | ".join(seconds) + " |")
   return lines
 
 
@@ -279,40 +301,48 @@ def projection_lines(measured, rollouts, hosts, episode_tokens):
       f"per step; all hosts together {hosts * scaled_received / 1e9:,.2f} GB"]
 
 
-def measure(out, names, process_counts, launched=None):
-  """{(name, processes): {"summary", "rows", "totals", "status", "seconds"}} of the runs."""
+def measure(out, names, process_counts):
+  """{(name, processes): {"summary", "rows", "totals", "launch"}} of the runs in out (launch:
+  the exit status, seconds, command and 1-minute load average before and after, or {})."""
   measured = {}
   for name in names:
     for processes in process_counts:
-      summary, hosts = read_run(workdir_of(out, name, processes))
+      workdir = workdir_of(out, name, processes)
+      if not os.path.isdir(workdir):
+        continue
+      summary, hosts = read_run(workdir)
       rows = aligned_rows(hosts)
-      status, seconds = (launched or {}).get((name, processes), (None, None))
+      launched = {}
+      if os.path.exists(os.path.join(workdir, "launch.json")):
+        with open(os.path.join(workdir, "launch.json")) as f:
+          launched = json.load(f)
       measured[(name, processes)] = {"summary": summary, "rows": rows,
-                                     "totals": host_totals(rows), "status": status,
-                                     "seconds": seconds}
+                                     "totals": host_totals(rows), "launch": launched}
   return measured
 
 
-def report(measured, names, process_counts, rollouts, hosts, episode_tokens):
+def report(measured, names, rollouts, hosts, episode_tokens):
   """The tables, checks and projection as printable lines."""
   lines = []
   for (name, processes), result in measured.items():
     lines += row_table(name, processes, result["rows"])
+  lines += ["\nWeight steps (RSFT or GRPO), per host\n"] + weight_table(measured)
   lines += ["\nTotals per run and host\n"] + summary_table(measured) + ["", "Checks:"]
   for (name, processes), result in measured.items():
-    took = "" if result["seconds"] is None else (
-        f" (exit {result['status']}, {result['seconds']:.0f} s)")
+    launched = result["launch"]
+    took = "" if not launched else (
+        f" (exit {launched['status']}, {launched['seconds']:.0f} s, load average "
+        f"{launched['load_average'][0]:.1f} -> {launched['load_average'][1]:.1f})")
     for line in run_checks(result["summary"], result["rows"]) + verify_lines(result["totals"]):
       lines.append(f"  {name}, {processes} processes{took}: {line}")
   for name in names:
-    reference = measured.get((name, min(process_counts)), {}).get("summary")
-    for processes in process_counts:
-      if processes == min(process_counts):
-        continue
-      differences = compare_summaries(reference, measured[(name, processes)]["summary"])
+    counts = sorted(processes for run, processes in measured if run == name)
+    for processes in counts[1:]:
+      differences = compare_summaries(measured[(name, counts[0])]["summary"],
+                                      measured[(name, processes)]["summary"])
       text = "the same summary" if not differences else "differs: " + "; ".join(
           f"{key} {first} vs {second}" for key, (first, second) in differences.items())
-      lines.append(f"  {name}, {processes} processes against {min(process_counts)}: {text}")
+      lines.append(f"  {name}, {processes} processes against {counts[0]}: {text}")
   lines += ["", "Projection:"] + [f"  {line}" for line in projection_lines(
       measured, rollouts, hosts, episode_tokens)]
   return lines
@@ -324,16 +354,14 @@ def main(argv):
   unknown = [name for name in FLAGS.runs if name not in RUNS]
   if unknown:
     raise app.UsageError(f"--runs: {unknown} unknown; use some of {', '.join(RUNS)}.")
-  launched = {}
   if not FLAGS.measure_only:
     for name in FLAGS.runs:
       for processes in process_counts:
-        launched[(name, processes)] = launch(name, processes, FLAGS.out, FLAGS.timeout_seconds)
-        print(f"{name} on {processes} processes: exit {launched[(name, processes)][0]}, "
-              f"{launched[(name, processes)][1]:.0f} s", flush=True)
-  measured = measure(FLAGS.out, FLAGS.runs, process_counts, launched)
-  print("\n".join(report(measured, FLAGS.runs, process_counts, FLAGS.project_rollouts,
-                         FLAGS.project_hosts, FLAGS.project_episode_tokens)))
+        status, seconds = launch(name, processes, FLAGS.out, FLAGS.timeout_seconds)
+        print(f"{name} on {processes} processes: exit {status}, {seconds:.0f} s", flush=True)
+  measured = measure(FLAGS.out, FLAGS.runs, process_counts)
+  print("\n".join(report(measured, FLAGS.runs, FLAGS.project_rollouts, FLAGS.project_hosts,
+                         FLAGS.project_episode_tokens)))
   with open(os.path.join(FLAGS.out, "hosts_bench.json"), "w") as f:
     json.dump({f"{name}_p{processes}": result for (name, processes), result in measured.items()},
               f, indent=1, default=str)
