@@ -31,8 +31,10 @@ step) over every weight row of the multi-process runs (least squares; f: the ste
 gathers, b: bytes per episode). With R rollouts a step on H hosts, each host runs R / H of
 them and receives the other H - 1 hosts' (equal, padded) shares:
   received per host per step = (H - 1) x (f + b x R / H);   all hosts together: H x that.
-printed for --project_rollouts on --project_hosts, and, scaled to --project_episode_tokens
-generated tokens per episode (b grows with an episode's tokens while trajectories cross).
+printed for --project_rollouts on --project_hosts with the measured b, and with b =
+--project_episode_bytes (default 360,200: a plain-JSON trajectory of 8,192 tokens in 4 calls,
+docs/benchmarks.md "Trace files"; what b is while every host gathers every trajectory as JSON,
+for a real episode rather than the tiny runs' short ones).
 Writes <out>/hosts_bench.json with every row.
 """
 import json
@@ -71,8 +73,8 @@ def define_flags():
   flags.DEFINE_integer("timeout_seconds", 1800, "Per run; then its processes are killed.")
   flags.DEFINE_integer("project_rollouts", 2048, "Rollouts per weight step to project to.")
   flags.DEFINE_integer("project_hosts", 8, "Hosts to project to.")
-  flags.DEFINE_integer("project_episode_tokens", 8192, "Generated tokens per episode for the "
-                       "scaled projection.")
+  flags.DEFINE_integer("project_episode_bytes", 360_200, "Bytes per episode for the second "
+                       "projection (module docstring).")
 
 
 def workdir_of(out, name, processes):
@@ -274,20 +276,19 @@ def fit_bytes(measured):
   return float(fixed), float(per_episode), points
 
 
-def projection_lines(measured, rollouts, hosts, episode_tokens):
+def projection_lines(measured, rollouts, hosts, episode_bytes):
   fixed, per_episode, points = fit_bytes(measured)
   if fixed is None:
     return [f"projection: needs weight rows with two different episode counts per host "
             f"(have {sorted({e for e, _ in points})}); run 2 and 4 processes"]
-  tokens = [result["summary"]["counts"] for result in measured.values() if result["summary"]]
-  generated = sum(c["weight_tokens"] for c in tokens) / max(sum(c["weight"] for c in tokens), 1)
+  counts = [result["summary"]["counts"] for result in measured.values() if result["summary"]]
+  generated = sum(c["weight_tokens"] for c in counts) / max(sum(c["weight"] for c in counts), 1)
 
   def received(per_episode_bytes):
     return (hosts - 1) * (fixed + per_episode_bytes * rollouts / hosts)
 
   measured_received = received(per_episode)
-  scaled = per_episode * episode_tokens / max(generated, 1e-9)
-  scaled_received = received(scaled)
+  scaled_received = received(episode_bytes)
   return [
       f"fit over {len(points)} weight rows: bytes a host sends in a weight step = "
       f"{fixed:,.0f} + {per_episode:,.0f} x its episodes (the tiny runs generate "
@@ -296,9 +297,9 @@ def projection_lines(measured, rollouts, hosts, episode_tokens):
       f"= ({hosts} - 1) x ({fixed:,.0f} + {per_episode:,.0f} x {rollouts} / {hosts}) = "
       f"{measured_received / 1e6:,.2f} MB; all hosts together "
       f"{hosts * measured_received / 1e6:,.2f} MB",
-      f"  scaled to {episode_tokens:,} generated tokens per episode ({scaled:,.0f} bytes per "
-      f"episode, if the bytes grow with the tokens): {scaled_received / 1e6:,.1f} MB per host "
-      f"per step; all hosts together {hosts * scaled_received / 1e9:,.2f} GB"]
+      f"  with {episode_bytes:,} bytes an episode instead (a real episode's trajectory as "
+      f"JSON): {scaled_received / 1e6:,.1f} MB per host per step; all hosts together "
+      f"{hosts * scaled_received / 1e9:,.2f} GB"]
 
 
 def measure(out, names, process_counts):
@@ -321,7 +322,7 @@ def measure(out, names, process_counts):
   return measured
 
 
-def report(measured, names, rollouts, hosts, episode_tokens):
+def report(measured, names, rollouts, hosts, episode_bytes):
   """The tables, checks and projection as printable lines."""
   lines = []
   for (name, processes), result in measured.items():
@@ -344,7 +345,7 @@ def report(measured, names, rollouts, hosts, episode_tokens):
           f"{key} {first} vs {second}" for key, (first, second) in differences.items())
       lines.append(f"  {name}, {processes} processes against {counts[0]}: {text}")
   lines += ["", "Projection:"] + [f"  {line}" for line in projection_lines(
-      measured, rollouts, hosts, episode_tokens)]
+      measured, rollouts, hosts, episode_bytes)]
   return lines
 
 
@@ -361,7 +362,7 @@ def main(argv):
         print(f"{name} on {processes} processes: exit {status}, {seconds:.0f} s", flush=True)
   measured = measure(FLAGS.out, FLAGS.runs, process_counts)
   print("\n".join(report(measured, FLAGS.runs, FLAGS.project_rollouts, FLAGS.project_hosts,
-                         FLAGS.project_episode_tokens)))
+                         FLAGS.project_episode_bytes)))
   with open(os.path.join(FLAGS.out, "hosts_bench.json"), "w") as f:
     json.dump({f"{name}_p{processes}": result for (name, processes), result in measured.items()},
               f, indent=1, default=str)
