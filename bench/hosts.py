@@ -39,6 +39,7 @@ Writes <out>/hosts_bench.json with every row.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,7 +87,7 @@ def launch(name, processes, out, timeout_seconds):
   config, overrides = RUNS[name]
   workdir = workdir_of(out, name, processes)
   if os.path.exists(workdir):
-    subprocess.run(["rm", "-rf", workdir], check=True)
+    shutil.rmtree(workdir)
   os.makedirs(workdir)
   env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
   env.update(NUM_PROCESSES=str(processes), DEVICES_PER_PROCESS="1", PYTHONPATH=REPO,
