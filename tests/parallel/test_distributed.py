@@ -107,15 +107,18 @@ def test_two_processes_run_a_recipe_like_one(tmp_path):
 class FakeHosts:
   """multihost_utils.process_allgather as host `index` of len(texts) hosts would see it, each
   host passing allgather_texts its text: the others' arrays are what their allgather_texts
-  builds (the byte length, then the UTF-8 bytes padded to the longest)."""
+  builds (the byte length, then the UTF-8 bytes padded to the longest). Like jax without x64,
+  it gives int64 lengths back as int32."""
 
   def __init__(self, texts, index):
     self.encoded, self.index = [text.encode("utf-8") for text in texts], index
 
   def __call__(self, array, tiled=False):
     assert not tiled
-    if array.dtype == np.int64:  # the lengths
-      rows = [np.array([len(data)], np.int64) for data in self.encoded]
+    if array.dtype == np.int64:  # the lengths, moved as int32
+      rows = [np.array([len(data)], np.int32) for data in self.encoded]
+      rows[self.index] = array.astype(np.int32)
+      return np.stack(rows)
     else:
       rows = [np.frombuffer(data.ljust(array.shape[0], b"\0"), np.uint8)
               for data in self.encoded]
@@ -139,10 +142,10 @@ def _gather_as(monkeypatch, index, label="test"):
 
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_allgather_texts_counts_what_each_host_sends_and_receives(monkeypatch, index):
-  # Two gathers: an int64 length (8 bytes) from every host, then every host's text padded to
-  # the longest, "héllo" (6 bytes): each host sends 8 + 6 bytes, whatever its own text, and
-  # receives the other two hosts' 2 x (8 + 6).
-  counted = {"gathers": 2, "bytes_sent": 8 + 6, "bytes_received": 2 * (8 + 6)}
+  # Two gathers: a length (an int64, moved as int32: 4 bytes) from every host, then every
+  # host's text padded to the longest, "héllo" (6 bytes): each host sends 4 + 6 bytes,
+  # whatever its own text, and receives the other two hosts' 2 x (4 + 6).
+  counted = {"gathers": 2, "bytes_sent": 4 + 6, "bytes_received": 2 * (4 + 6)}
   snapshot = _gather_as(monkeypatch, index)
   assert {name: snapshot[name] for name in counted} == counted
   assert {name: snapshot["by_label"]["test"][name] for name in counted} == counted

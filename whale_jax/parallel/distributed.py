@@ -127,10 +127,11 @@ def _allgather(array, label):
   from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
   started = time.perf_counter()
   gathered = np.asarray(multihost_utils.process_allgather(array))
-  if jax.process_count() > 1:
-    TRAFFIC.record(label, array.nbytes, gathered.nbytes - array.nbytes,
-                   time.perf_counter() - started)
-  return gathered.reshape(jax.process_count(), *array.shape)
+  count = jax.process_count()
+  if count > 1:  # each host's part as it moved (int64 moves as int32 unless jax_enable_x64)
+    share = gathered.nbytes // count
+    TRAFFIC.record(label, share, gathered.nbytes - share, time.perf_counter() - started)
+  return gathered.reshape(count, *array.shape)
 
 
 def allgather_global(x, label=None):
@@ -195,8 +196,8 @@ def broadcast_text(text, label=None):
 def allgather_texts(text, label=None):
   """[text of host 0, text of host 1, ...] on every host (each host passes its own).
 
-  Two gathers: the byte lengths (8 bytes a host), then every host's UTF-8 bytes padded to
-  the longest (TRAFFIC counts the padding: it moves too)."""
+  Two gathers: the byte lengths (an int64 a host, 4 bytes as jax moves it without x64), then
+  every host's UTF-8 bytes padded to the longest (TRAFFIC counts the padding: it moves too)."""
   if jax.process_count() == 1:
     return [text]
   label = label or _caller_label()
