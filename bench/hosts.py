@@ -212,6 +212,25 @@ def summary_table(measured):
   return lines
 
 
+def label_table(measured):
+  """Markdown lines: per multi-process run, what each gather label moved (host 0's view)."""
+  lines = ["| run | processes | label | gathers | KB sent | KB received | seconds |",
+           "|" + "---|" * 7]
+  for (name, processes), result in measured.items():
+    labels = {}
+    for rows in result["rows"]:
+      for label, moved in rows[0]["traffic"].items():
+        total = labels.setdefault(label, {"gathers": 0, "bytes_sent": 0, "bytes_received": 0,
+                                          "seconds": 0.0})
+        for field in total:
+          total[field] += moved.get(field, 0)
+    for label, total in sorted(labels.items()):
+      lines.append(f"| {name} | {processes} | {label} | {total['gathers']} | "
+                   f"{_kilobytes(total['bytes_sent'])} | {_kilobytes(total['bytes_received'])} | "
+                   f"{total['seconds']:.2f} |")
+  return lines
+
+
 def run_checks(summary, table_rows):
   """Lines saying whether the hosts' episodes add up and every row's gathers balance."""
   problems = []
@@ -329,7 +348,9 @@ def report(measured, names, rollouts, hosts, episode_bytes):
   for (name, processes), result in measured.items():
     lines += row_table(name, processes, result["rows"])
   lines += ["\nWeight steps (RSFT or GRPO), per host\n"] + weight_table(measured)
-  lines += ["\nTotals per run and host\n"] + summary_table(measured) + ["", "Checks:"]
+  lines += ["\nTotals per run and host\n"] + summary_table(measured)
+  lines += ["\nWhat crossed, per gather label (host 0)\n"] + label_table(measured)
+  lines += ["", "Checks:"]
   for (name, processes), result in measured.items():
     launched = result["launch"]
     took = "" if not launched else (
