@@ -14,7 +14,7 @@ that still take an RSFT or GRPO step, a harness search or gate, and a test evalu
          and the end
   vace   tests/algorithms/tiny_config.py:vace with 1 cycle: a GRPO block of 1 step, one
          candidate from its trajectories, its validation gate; test evaluations
-Every host writes workdir/hosts/host_<i>/host_metrics.jsonl (algorithms/run_log.HostMetrics:
+Every host writes workdir/host_metrics/host_<i>.jsonl (algorithms/run_log.HostMetrics:
 one row per metrics row); this program reads them and prints, per run, one line per row of the
 run (weight steps, searches, gates, evaluations) and host: episodes run on the host, verify
 calls and verified episodes, gathers and bytes sent / received across processes (counted in

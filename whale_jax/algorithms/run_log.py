@@ -10,7 +10,7 @@
                                each phase: after every row that is not a weight step, after a
                                weight step when REPORT_EVERY_SECONDS passed since the last
                                rewrite, and with the summary
-  workdir/hosts/host_<i>/host_metrics.jsonl   written by every host i (host 0 too), one row
+  workdir/host_metrics/host_<i>.jsonl   written by every host i (host 0 too), one row
                                per metrics row (the same order as metrics.jsonl, which only
                                host 0 writes) and one "end" row with the summary: what this
                                host did since its previous row (HostMetrics)
@@ -87,7 +87,7 @@ class RunLog:
 
   def log(self, phase, rollouts, **metrics):
     """One row: phase, total training rollouts so far, and scalar metrics (and, on every
-    host, this host's row of host_metrics.jsonl)."""
+    host, this host's row of host_metrics/host_<i>.jsonl)."""
     self.hosts.write(phase, rollouts, metrics.get("label") or metrics.get("kind") or "")
     if not self.enabled:
       return
@@ -121,7 +121,7 @@ class RunLog:
 
 class HostMetrics:
   """Appends this host's work since its previous row to
-  workdir/hosts/host_<i>/host_metrics.jsonl: the differences of parallel.accounting.COUNTERS
+  workdir/host_metrics/host_<i>.jsonl: the differences of parallel.accounting.COUNTERS
   and distributed.TRAFFIC between two rows. A row:
 
     {"host": i, "hosts": P, "session": when this log started, "row": n (from 0 per session),
@@ -140,7 +140,7 @@ class HostMetrics:
 
   def __init__(self, workdir, process_index=None):
     index = jax.process_index() if process_index is None else process_index
-    self.path = os.path.join(workdir, "hosts", f"host_{index}", "host_metrics.jsonl")
+    self.path = os.path.join(workdir, "host_metrics", f"host_{index}.jsonl")
     self.host, self.hosts = index, jax.process_count()
     self.session = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     self.rows = 0
@@ -176,15 +176,16 @@ class HostMetrics:
 
 
 def read_host_metrics(workdir):
-  """{host index: [rows of its host_metrics.jsonl]} of a run directory ({} without any)."""
-  hosts_dir = os.path.join(workdir, "hosts")
+  """{host index: [rows of workdir/host_metrics/host_<i>.jsonl]} of a run directory ({}
+  without any)."""
+  directory = os.path.join(workdir, "host_metrics")
   result = {}
-  if os.path.isdir(hosts_dir):
-    for name in sorted(os.listdir(hosts_dir)):
-      path = os.path.join(hosts_dir, name, "host_metrics.jsonl")
-      if name.startswith("host_") and os.path.exists(path):
-        with open(path) as f:
-          result[int(name[len("host_"):])] = [json.loads(line) for line in f if line.strip()]
+  if os.path.isdir(directory):
+    for name in sorted(os.listdir(directory)):
+      if name.startswith("host_") and name.endswith(".jsonl"):
+        with open(os.path.join(directory, name)) as f:
+          result[int(name[len("host_"):-len(".jsonl")])] = [json.loads(line) for line in f
+                                                            if line.strip()]
   return result
 
 

@@ -17,7 +17,7 @@ Counted (on every host of a multi-host run, each its own):
 
 The bytes that cross processes are counted beside the transfers, in distributed.TRAFFIC.
 algorithms/run_log.py writes both, per host, with every metrics row
-(workdir/hosts/host_<i>/host_metrics.jsonl). The counters are a few dict updates under a
+(workdir/host_metrics/host_<i>.jsonl). The counters are a few dict updates under a
 lock (episodes finish on the runtime's worker threads); they never change what a run does.
 """
 import contextlib
