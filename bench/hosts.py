@@ -26,10 +26,13 @@ Checks, printed after the tables:
   across process counts: the summaries agree with the 1-process run (rollout counts, weight
     steps, incumbent harness, test means; float rounding of the sharded train step may move
     a test mean).
-Projection: bytes a host sends in a weight step are fitted as f + b x (episodes it ran in the
-step) over every weight row of the multi-process runs (least squares; f: the step's fixed
-gathers, b: bytes per episode). With R rollouts a step on H hosts, each host runs R / H of
-them and receives the other H - 1 hosts' (equal, padded) shares:
+Projection: bytes a host sends in a weight step are fitted as f + b x (the largest share of
+the step's episodes any host ran: each host pads its part of a gather to the longest) over
+the weight rows of the multi-process runs (least squares; f: the step's fixed gathers, b:
+bytes per episode), counting the gathers (labels) found in every weight row of a run; the
+others (the incumbent's broadcast after a search, which lands in the next step's row) are
+printed apart. With R rollouts a step on H hosts, each host runs R / H of them and receives
+the other H - 1 hosts' (equal, padded) shares:
   received per host per step = (H - 1) x (f + b x R / H);   all hosts together: H x that.
 printed for --project_rollouts on --project_hosts with the measured b, and with b =
 --project_episode_bytes (default 360,200: a plain-JSON trajectory of 8,192 tokens in 4 calls,
@@ -282,25 +285,46 @@ def compare_summaries(reference, summary):
   return differences
 
 
+def step_points(measured):
+  """([(x, bytes)], {label: bytes}) over the weight rows of the multi-process runs: x is the
+  most episodes any host ran in the row (every host pads its part of a gather to the longest),
+  bytes what a host sent under the labels found in every weight row of its run (the per-step
+  gathers); the other labels' bytes in weight rows (e.g. the incumbent's broadcast after a
+  search, which lands in the next step's row) are summed per label, host 0's, apart."""
+  points, apart = [], {}
+  for (_, processes), result in measured.items():
+    steps = [rows for rows in result["rows"] if rows[0]["phase"] == "weight"]
+    if processes == 1 or not steps:
+      continue
+    every = set.intersection(*[set(rows[0]["traffic"]) for rows in steps])
+    for rows in steps:
+      most = max(row["episodes"] for row in rows)
+      for row in rows:
+        points.append((most, sum(row["traffic"][label].get("bytes_sent", 0)
+                                 for label in every)))
+      for label, moved in rows[0]["traffic"].items():
+        if label not in every:
+          apart[label] = apart.get(label, 0) + moved.get("bytes_sent", 0)
+  return points, apart
+
+
 def fit_bytes(measured):
-  """(f, b, points): bytes a host sends in a weight step = f + b x its episodes in the step,
-  least squares over every weight row of the multi-process runs."""
-  points = [(row["episodes"], row["bytes_sent"])
-            for (_, processes), result in measured.items() if processes > 1
-            for rows in result["rows"] for row in rows if row["phase"] == "weight"]
+  """(f, b, points, apart): bytes a host sends in a weight step = f + b x x (step_points),
+  least squares; f and b are None without two different x."""
+  points, apart = step_points(measured)
   if len({episodes for episodes, _ in points}) < 2:
-    return None, None, points
+    return None, None, points, apart
   x = np.array([[1.0, episodes] for episodes, _ in points])
   y = np.array([sent for _, sent in points], np.float64)
   (fixed, per_episode), *_ = np.linalg.lstsq(x, y, rcond=None)
-  return float(fixed), float(per_episode), points
+  return float(fixed), float(per_episode), points, apart
 
 
 def projection_lines(measured, rollouts, hosts, episode_bytes):
-  fixed, per_episode, points = fit_bytes(measured)
+  fixed, per_episode, points, apart = fit_bytes(measured)
   if fixed is None:
-    return [f"projection: needs weight rows with two different episode counts per host "
-            f"(have {sorted({e for e, _ in points})}); run 2 and 4 processes"]
+    return [f"projection: needs weight rows whose largest share differs (have "
+            f"{sorted({e for e, _ in points})} episodes); run 2 and 4 processes"]
   counts = [result["summary"]["counts"] for result in measured.values() if result["summary"]]
   generated = sum(c["weight_tokens"] for c in counts) / max(sum(c["weight"] for c in counts), 1)
 
@@ -309,16 +333,19 @@ def projection_lines(measured, rollouts, hosts, episode_bytes):
 
   measured_received = received(per_episode)
   scaled_received = received(episode_bytes)
+  left_out = ", ".join(f"{label} {moved:,} bytes" for label, moved in sorted(apart.items()))
   return [
-      f"fit over {len(points)} weight rows: bytes a host sends in a weight step = "
-      f"{fixed:,.0f} + {per_episode:,.0f} x its episodes (the tiny runs generate "
-      f"{generated:.1f} tokens per weight episode)",
+      f"fit over {len(points)} (weight row, host) pairs: bytes a host sends in a weight step = "
+      f"{fixed:,.0f} + {per_episode:,.0f} x the largest host share of the step's episodes "
+      f"(the tiny runs generate {generated:.1f} tokens per weight episode)",
+      f"  left out of the fit, as not in every weight row of its run (host 0, all runs): "
+      f"{left_out or 'nothing'}",
       f"projection, {rollouts:,} rollouts a step on {hosts} hosts: received per host per step "
       f"= ({hosts} - 1) x ({fixed:,.0f} + {per_episode:,.0f} x {rollouts} / {hosts}) = "
-      f"{measured_received / 1e6:,.2f} MB; all hosts together "
+      f"{measured_received / 1e6:,.3f} MB; all hosts together "
       f"{hosts * measured_received / 1e6:,.2f} MB",
-      f"  with {episode_bytes:,} bytes an episode instead (a real episode's trajectory as "
-      f"JSON): {scaled_received / 1e6:,.1f} MB per host per step; all hosts together "
+      f"  were each episode's trajectory to cross as JSON ({episode_bytes:,} bytes an "
+      f"episode): {scaled_received / 1e6:,.1f} MB per host per step; all hosts together "
       f"{hosts * scaled_received / 1e9:,.2f} GB"]
 
 

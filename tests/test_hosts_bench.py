@@ -37,11 +37,26 @@ def test_checks_find_unbalanced_gathers_and_missing_episodes():
 
 def test_the_fit_recovers_fixed_and_per_episode_bytes():
   bench = _bench()
-  # 2 hosts running 2 episodes each and 4 hosts running 1 each: 30 + 1,000 bytes an episode.
-  measured = {("whale", 2): {"rows": [[_row(h, 0, 2, 2030, 2030) for h in range(2)]]},
-              ("whale", 4): {"rows": [[_row(h, 0, 1, 1030, 3090) for h in range(4)]]}}
-  fixed, per_episode, _ = bench.fit_bytes(measured)
+
+  def step(processes, shares, per_step, broadcast=0):
+    rows = []
+    for host, episodes in enumerate(shares):  # every host pads to the largest share
+      row = _row(host, 0, episodes, 0, 0)
+      row["traffic"] = {"hosts.run_many": {"bytes_sent": per_step}}
+      if broadcast:
+        row["traffic"]["hosts.agree_on_harness"] = {"bytes_sent": broadcast}
+      rows.append(row)
+    return rows
+
+  # 30 + 1,000 bytes an episode of the largest share; a 3,800-byte broadcast in one step of
+  # each run is not a per-step gather and is left out of the fit.
+  measured = {("whale", 2): {"rows": [step(2, [2, 2], 2030), step(2, [2, 2], 2030, 3800)]},
+              ("whale", 4): {"rows": [step(4, [2, 2, 0, 0], 2030),
+                                      step(4, [1, 1, 1, 1], 1030, 3800)]},
+              ("whale", 1): {"rows": [step(1, [4], 0)]}}
+  fixed, per_episode, points, apart = bench.fit_bytes(measured)
   assert fixed == pytest.approx(30) and per_episode == pytest.approx(1000)
+  assert len(points) == 4 + 8 and apart == {"hosts.agree_on_harness": 2 * 3800}
 
 
 @pytest.mark.slow  # two processes build, compile and run the tiny WHALE recipe: minutes
