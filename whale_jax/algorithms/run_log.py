@@ -12,8 +12,9 @@
                                rewrite, and with the summary
   workdir/host_metrics/host_<i>.jsonl   written by every host i (host 0 too), one row
                                per metrics row (the same order as metrics.jsonl, which only
-                               host 0 writes) and one "end" row with the summary: what this
-                               host did since its previous row (HostMetrics)
+                               host 0 writes) and an "end" row whenever the summary is
+                               written: what this host did since its previous row
+                               (HostMetrics)
 
 Rollouts are counted per phase: "weight" (RSFT/GRPO sampling), "harness" (harness search and
 validation-gate evaluations) and "evaluation" (test mean@k, never used for any decision).
