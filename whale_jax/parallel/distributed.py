@@ -190,7 +190,9 @@ def preflight(mesh_shape=None, expected_processes=None, extra_fingerprint=""):
 
 def broadcast_text(text, label=None):
   """Host 0's text on every host (each host passes its own; only host 0's is kept)."""
-  return allgather_texts(text or "", label or _caller_label())[0]
+  if label is None:  # allgather_texts labels the gather with this function's caller
+    return allgather_texts(text or "")[0]
+  return allgather_texts(text or "", label)[0]
 
 
 def allgather_texts(text, label=None):
