@@ -55,3 +55,36 @@ def test_atomic_json_write_leaves_old_file_on_failure(tmp_path):
     atomic_files.write_json(str(path), {"a": object.__new__(type("X", (), {"__str__": None}))})
   assert json.loads(path.read_text()) == {"a": 1}
   assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_every_host_writes_what_it_did_since_its_previous_row(tmp_path, monkeypatch):
+  from whale_jax.parallel import accounting  # pylint: disable=g-import-not-at-top
+  from whale_jax.parallel import distributed  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(accounting, "COUNTERS", accounting.Counters())
+  monkeypatch.setattr(distributed, "TRAFFIC", distributed.Traffic())
+  log = run_log.RunLog(str(tmp_path), tensorboard=False, enabled=False, process_index=1)
+  accounting.COUNTERS.add("episodes", 4)
+  accounting.COUNTERS.add("verify_calls")
+  accounting.COUNTERS.add("verified_episodes", 8)
+  accounting.COUNTERS.add_seconds("train", 2.0)
+  distributed.TRAFFIC.record("hosts.run_many", 100, 300, 0.5)
+  log.log("weight", 8, kind="rsft", reward=0.5)
+  accounting.COUNTERS.add("episodes", 2)
+  distributed.TRAFFIC.record("hosts.agree_on_harness", 10, 30, 0.25)
+  log.log("harness", 12, label="search_000")
+  log.write_summary({"training_rollouts": 12})
+  assert not (tmp_path / "metrics.jsonl").exists()  # host 1: no metrics rows, its own file
+  rows = run_log.read_host_metrics(str(tmp_path))[1]
+  assert [(r["phase"], r["label"], r["rollouts"], r["row"]) for r in rows] == [
+      ("weight", "rsft", 8, 0), ("harness", "search_000", 12, 1), ("end", "summary", 12, 2)]
+  first, second, end = rows
+  assert (first["episodes"], first["verify_calls"], first["verified_episodes"]) == (4, 1, 8)
+  assert (first["gathers"], first["bytes_sent"], first["bytes_received"]) == (1, 100, 300)
+  assert first["seconds"] == {"train": 2.0, "gather": 0.5}
+  assert first["traffic"] == {"hosts.run_many": {"gathers": 1, "bytes_sent": 100,
+                                                 "bytes_received": 300, "seconds": 0.5}}
+  assert (second["episodes"], second["verify_calls"], second["bytes_sent"]) == (2, 0, 10)
+  assert list(second["traffic"]) == ["hosts.agree_on_harness"]
+  assert end["episodes"] == 0 and end["process_totals"]["counts"]["episodes"] == 6
+  assert end["process_totals"]["traffic"]["bytes_received"] == 330
+  assert all(r["host"] == 1 and r["wall_seconds"] >= 0 for r in rows)

@@ -51,6 +51,7 @@ from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.parallel import accounting
 from whale_jax.rollouts import collector
 from whale_jax.rollouts import grouped
 from whale_jax.sampling import SamplingParams
@@ -384,10 +385,12 @@ def _finish_weight_step(run, kind, batch, history, extra):
 def rsft_step(run, harness):
   """One online RSFT step; returns its metrics."""
   batch = _collect_weight_batch(run, harness)
+  started = time.perf_counter()  # "train" seconds: the samples and the optimizer steps
   kept = [trajectory for _, trajectory, score in batch.flat()
           if score > run.loop.score_threshold and trajectory.ok]
   samples, groups = samples_lib.from_trajectories(kept, with_groups=True)
   result = run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
+  accounting.COUNTERS.add_seconds("train", time.perf_counter() - started)
   return _finish_weight_step(run, "rsft", batch, result.history, {
       "accepted": len(kept), "accept_rate": len(kept) / max(batch.num_rollouts, 1),
       "samples": result.num_samples, "dropped_samples": result.num_dropped})
@@ -463,6 +466,7 @@ def grpo_step(run, harness, budget_rollouts=0):
   else:
     kept_groups = np.arange(len(scores))
   advantages, _ = samples_lib.group_advantages(scores, run.loop.advantage_normalization, False)
+  started = time.perf_counter()  # "train" seconds: the samples and the optimizer steps
   trajectories, trajectory_advantages, overlong = [], [], 0
   groups = batch.trajectories
   for index in kept_groups:
@@ -477,6 +481,7 @@ def grpo_step(run, harness, budget_rollouts=0):
   result = run.policy.train(
       samples_lib.from_trajectories(trajectories, trajectory_advantages), "grpo")
   run.last_batch = batch
+  accounting.COUNTERS.add_seconds("train", time.perf_counter() - started)
   return _finish_weight_step(run, "grpo", batch, result.history, {
       "kept_groups": len(kept_groups), "groups_sampled": len(scores),
       "informative_groups": int(informative.sum()), "refill_rounds": len(batches) - 1,
@@ -543,6 +548,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
     budget = {"iterations": run.loop.search_iterations}
   archive_dir = os.path.join(run.host_dir, "archive", label)
   evaluate = make_evaluate(run)
+  started = time.perf_counter()
   result = meta_harness.search(
       incoming, evaluate, bind_proposer(run, archive_dir, evaluate), archive_dir,
       domain=run.domain, instances=run.splits["harness"], weights_id=run.policy.weights_id,
@@ -551,6 +557,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
       max_lines=run.search_max_lines,
       session=label, **budget)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
+  accounting.COUNTERS.add_seconds("search", time.perf_counter() - started)
   agent = count_agent_sessions(run, archive_dir)
   run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,
               search_rollouts=result.rollouts,
@@ -568,11 +575,13 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
 def gate(run, current, candidate, label, adopted=None):
   """Validation gate at the current weights; returns the GateResult (logged). adopted: whether
   the run adopts the candidate whatever the gate decides (None: when the gate accepts)."""
+  started = time.perf_counter()
   result = validation_gate.gate_candidate(
       current, candidate, make_evaluate(run), run.splits["validation"],
       weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
       log_path=os.path.join(run.host_dir, "gate_decisions.jsonl"))
   run.counts.add("harness", result.rollouts, result.generated_tokens)
+  accounting.COUNTERS.add_seconds("gate", time.perf_counter() - started)
   decision = result.decision
   adopted = decision.accepted if adopted is None else adopted
   run.state.gate_decisions.append(GateRecord(label, decision.accepted,
@@ -625,6 +634,7 @@ def evaluate_test(run, harness=None, label=""):
           "harness_hash": harness.hash, "weights_id": record["weights_id"],
           "trajectory": trajectory} for instance, trajectory, score in batch.flat()])
   run.state.evaluations.append(record)
+  accounting.COUNTERS.add_seconds("evaluation", time.time() - start)
   scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
              if isinstance(value, (int, float))}
   best = best_test(run)  # the best evaluation so far (this one included), per subset too

@@ -10,18 +10,28 @@
                                each phase: after every row that is not a weight step, after a
                                weight step when REPORT_EVERY_SECONDS passed since the last
                                rewrite, and with the summary
+  workdir/host_metrics/host_<i>.jsonl   written by every host i (host 0 too), one row
+                               per metrics row (the same order as metrics.jsonl, which only
+                               host 0 writes) and an "end" row whenever the summary is
+                               written: what this host did since its previous row
+                               (HostMetrics)
 
 Rollouts are counted per phase: "weight" (RSFT/GRPO sampling), "harness" (harness search and
 validation-gate evaluations) and "evaluation" (test mean@k, never used for any decision).
 """
 import dataclasses
+import datetime
 import json
 import math
 import os
 import time
 
+import jax
+
 from whale_jax import atomic_files
 from whale_jax import report as report_lib
+from whale_jax.parallel import accounting
+from whale_jax.parallel import distributed
 
 PHASES = ("weight", "harness", "evaluation")
 REPORT_EVERY_SECONDS = 60.0
@@ -60,11 +70,12 @@ class RunLog:
   """Appends metrics rows (JSONL + TensorBoard), keeps the summary file and the report page
   current."""
 
-  def __init__(self, workdir, tensorboard=True, enabled=True):
+  def __init__(self, workdir, tensorboard=True, enabled=True, process_index=None):
     self.workdir = workdir
     self.enabled = enabled  # False on non-zero hosts of a multi-host run
     self._writer = None
     self._report_time = -math.inf
+    self.hosts = HostMetrics(workdir, process_index)  # every host, enabled or not
     if enabled:
       os.makedirs(workdir, exist_ok=True)
       if tensorboard:
@@ -76,7 +87,9 @@ class RunLog:
       atomic_files.write_json(os.path.join(self.workdir, "config.json"), config_json)
 
   def log(self, phase, rollouts, **metrics):
-    """One row: phase, total training rollouts so far, and scalar metrics."""
+    """One row: phase, total training rollouts so far, and scalar metrics (and, on every
+    host, this host's row of host_metrics/host_<i>.jsonl)."""
+    self.hosts.write(phase, rollouts, metrics.get("label") or metrics.get("kind") or "")
     if not self.enabled:
       return
     row = {"phase": phase, "rollouts": int(rollouts), **metrics}
@@ -96,6 +109,7 @@ class RunLog:
       self._report_time = time.monotonic()
 
   def write_summary(self, summary):
+    self.hosts.write("end", summary.get("training_rollouts", 0), "summary", totals=True)
     if self.enabled:
       atomic_files.write_json(os.path.join(self.workdir, "summary.json"), summary)
       self.write_report()
@@ -104,6 +118,76 @@ class RunLog:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+
+
+class HostMetrics:
+  """Appends this host's work since its previous row to
+  workdir/host_metrics/host_<i>.jsonl: the differences of parallel.accounting.COUNTERS
+  and distributed.TRAFFIC between two rows. A row:
+
+    {"host": i, "hosts": P, "session": when this log started, "row": n (from 0 per session),
+     "phase", "label", "rollouts": training rollouts so far (as in metrics.jsonl),
+     "wall_seconds": since the previous row (the first: since the log started),
+     "episodes": run on this host, "verify_calls", "verified_episodes": verified here,
+     "gathers", "bytes_sent", "bytes_received": across processes (distributed.py),
+     "seconds": {"rollouts", "verify", "train", "search", "gate", "evaluation", "gather"},
+     "traffic": {label: {"gathers", "bytes_sent", "bytes_received", "seconds"}}}
+
+  plus, on the "end" row, "process_totals": the counters since the process started (the
+  preflight's gather and earlier runs of a compare included). A phase's seconds include the
+  phases inside it (search: its rollouts, verification and gathers). A resumed run starts a
+  new session and appends (its replayed steps get rows again).
+  """
+
+  def __init__(self, workdir, process_index=None):
+    index = jax.process_index() if process_index is None else process_index
+    self.path = os.path.join(workdir, "host_metrics", f"host_{index}.jsonl")
+    self.host, self.hosts = index, jax.process_count()
+    self.session = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    self.rows = 0
+    self._last, self._time = self._snapshot(), time.monotonic()
+
+  @staticmethod
+  def _snapshot():
+    return {**accounting.COUNTERS.snapshot(), "traffic": distributed.TRAFFIC.snapshot()}
+
+  def write(self, phase, rollouts, label="", totals=False):
+    now, current = time.monotonic(), self._snapshot()
+    change = accounting.difference(current, self._last)
+    counts, traffic = change.get("counts", {}), change.get("traffic", {})
+    seconds = {name: round(value, 4) for name, value in change.get("seconds", {}).items()}
+    if traffic.get("seconds"):
+      seconds["gather"] = round(traffic["seconds"], 4)
+    row = {"host": self.host, "hosts": self.hosts, "session": self.session, "row": self.rows,
+           "phase": phase, "label": str(label), "rollouts": int(rollouts),
+           "wall_seconds": round(now - self._time, 4),
+           **{name: counts.get(name, 0) for name in ("episodes", "verify_calls",
+                                                     "verified_episodes")},
+           **{name: traffic.get(name, 0) for name in ("gathers", "bytes_sent",
+                                                      "bytes_received")},
+           "seconds": seconds, "traffic": traffic.get("by_label", {})}
+    if totals:
+      row["process_totals"] = current
+    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+    with open(self.path, "a") as f:
+      f.write(json.dumps(row, sort_keys=True) + "\n")
+    self._last, self._time = current, now
+    self.rows += 1
+    return row
+
+
+def read_host_metrics(workdir):
+  """{host index: [rows of workdir/host_metrics/host_<i>.jsonl]} of a run directory ({}
+  without any)."""
+  directory = os.path.join(workdir, "host_metrics")
+  result = {}
+  if os.path.isdir(directory):
+    for name in sorted(os.listdir(directory)):
+      if name.startswith("host_") and name.endswith(".jsonl"):
+        with open(os.path.join(directory, name)) as f:
+          result[int(name[len("host_"):-len(".jsonl")])] = [json.loads(line) for line in f
+                                                            if line.strip()]
+  return result
 
 
 def _scalars(metrics):

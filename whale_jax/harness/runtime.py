@@ -55,6 +55,7 @@ from whale_jax.harness import runtime_config
 from whale_jax.harness import sandbox_process
 from whale_jax.harness import static_checks
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.parallel import accounting
 from whale_jax.sampling import api
 
 EXIT_GRACE_SECONDS = 5.0  # wait for the zygote's exit report after killing a child
@@ -195,6 +196,7 @@ class HarnessRuntime:
       if self._closed:
         raise RuntimeError("HarnessRuntime.submit() after close(); make a new runtime.")
       self._queue.put((harness, episode, future))
+    accounting.COUNTERS.add("episodes")  # this process's episodes (parallel/accounting.py)
     return future
 
   def run_episodes(self, harness, episodes):
@@ -205,9 +207,10 @@ class HarnessRuntime:
     """Runs the episodes of several harnesses, batches = [(harness, [Episode])], all queued
     at once (the workers take them in order, the backend serves their calls together);
     returns [[Trajectory]], one list per batch, in order."""
-    futures = [[self.submit(harness, episode) for episode in episodes]
-               for harness, episodes in batches]
-    concurrent.futures.wait([f for batch in futures for f in batch])  # one wake-up
+    with accounting.COUNTERS.timed("rollouts"):
+      futures = [[self.submit(harness, episode) for episode in episodes]
+                 for harness, episodes in batches]
+      concurrent.futures.wait([f for batch in futures for f in batch])  # one wake-up
     return [[future.result() for future in batch] for batch in futures]
 
   def close(self):

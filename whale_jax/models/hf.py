@@ -53,6 +53,7 @@ from safetensors.numpy import save_file
 
 from whale_jax.models import config as config_lib
 from whale_jax.models import decoder
+from whale_jax.parallel import distributed
 from whale_jax.parallel import rules as rules_lib
 
 DEFAULT_MAX_SHARD_BYTES = 4 * 1024**3
@@ -389,11 +390,9 @@ def load_hf(path, dtype="float32", mesh=None, rules=None, compute_dtype=None, **
 
 
 def _host_array(x):
-  """A numpy copy of a (possibly multi-host sharded) array."""
-  if isinstance(x, jax.Array) and not x.is_fully_addressable:
-    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-  return np.asarray(jax.device_get(x))
+  """A numpy copy of a (possibly multi-host sharded) array (its bytes from other hosts
+  counted in distributed.TRAFFIC)."""
+  return distributed.allgather_global(x, "hf.save_hf")
 
 
 def save_hf(path, config, params, max_shard_bytes=DEFAULT_MAX_SHARD_BYTES, dtype=None):

@@ -9,11 +9,29 @@ WHALE_JAX_PROCESS_ID (launch/local.sh does).
 count, devices versus the mesh, or package versions. `broadcast_text()` sends host 0's string
 (e.g. the accepted harness source) to every host; `allgather_texts()` gives every host each
 host's string (e.g. the trajectories of its share of the episodes).
+
+Every move of host data between processes goes through `_allgather` (texts, digests) or
+`allgather_global` (a numpy copy of an array sharded over processes), and each is counted in
+TRAFFIC, per label (default: the calling module and function, e.g. "hosts.run_many"):
+
+  TRAFFIC.snapshot() -> {"gathers", "bytes_sent", "bytes_received", "seconds",
+                         "by_label": {label: {the same four}}}
+  TRAFFIC.reset()
+
+bytes_sent is what this host put into a gather (once, however many hosts receive it; padding
+included), bytes_received what the others' parts add up to: in every gather, each host's
+bytes_received is the sum of the other hosts' bytes_sent. seconds is the wall time of the
+gathers (waiting for the slowest host included). A single process moves nothing and records
+nothing. Not counted here: the collectives inside jitted programs (gradient reductions, the
+trainer-to-sampler weight handoff), which move device arrays, not host data.
 """
 import hashlib
 import importlib.metadata
 import os
 import platform
+import sys
+import threading
+import time
 
 import jax
 import numpy as np
@@ -59,11 +77,86 @@ def version_fingerprint(extra="") -> str:
   return ";".join(versions)
 
 
-def _allgather_digests(text):
-  """[process_count] int64 digests of each host's text."""
+class Traffic:
+  """Bytes this process sent to and received from the other processes (module docstring)."""
+
+  FIELDS = ("gathers", "bytes_sent", "bytes_received", "seconds")
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self.reset()
+
+  def reset(self):
+    with self._lock:
+      self._by_label = {}
+
+  def record(self, label, bytes_sent, bytes_received, seconds):
+    """Adds one gather under label."""
+    with self._lock:
+      row = self._by_label.setdefault(label, dict.fromkeys(self.FIELDS, 0))
+      row["gathers"] += 1
+      row["bytes_sent"] += int(bytes_sent)
+      row["bytes_received"] += int(bytes_received)
+      row["seconds"] += float(seconds)
+
+  def snapshot(self):
+    """Totals since the reset, overall and per label (copies)."""
+    with self._lock:
+      by_label = {label: dict(row) for label, row in self._by_label.items()}
+    totals = {name: sum(row[name] for row in by_label.values()) for name in self.FIELDS}
+    return {**totals, "by_label": by_label}
+
+
+TRAFFIC = Traffic()
+
+
+def _caller_label():
+  """"module.function" of the nearest caller outside this module (e.g. "hosts.run_many")."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None and frame.f_globals.get("__name__") == __name__:
+    frame = frame.f_back
+  if frame is None:
+    return "unknown"
+  module = frame.f_globals.get("__name__", "").rpartition(".")[2]
+  return f"{module}.{frame.f_code.co_name}"
+
+
+def _allgather(array, label):
+  """[process_count, *array.shape] numpy: every host's array (all hosts pass the same shape
+  and dtype), counted in TRAFFIC under label."""
   from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  started = time.perf_counter()
+  gathered = np.asarray(multihost_utils.process_allgather(array))
+  count = jax.process_count()
+  if count > 1:  # each host's part as it moved (int64 moves as int32 unless jax_enable_x64)
+    share = gathered.nbytes // count
+    TRAFFIC.record(label, share, gathered.nbytes - share, time.perf_counter() - started)
+  return gathered.reshape(count, *array.shape)
+
+
+def allgather_global(x, label=None):
+  """A numpy copy of x, a jax.Array that may span processes (every host must call this
+  together); counted in TRAFFIC when it does: this host sends the shards it is the first
+  replica of and receives what it does not hold."""
+  if not isinstance(x, jax.Array) or x.is_fully_addressable:
+    return np.asarray(jax.device_get(x))
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  started = time.perf_counter()
+  gathered = np.asarray(multihost_utils.process_allgather(x, tiled=True))
+  held = {}
+  for shard in x.addressable_shards:
+    key = tuple((s.start, s.stop, s.step) for s in shard.index)
+    held[key] = shard.data.nbytes
+  owned = sum(shard.data.nbytes for shard in x.addressable_shards if shard.replica_id == 0)
+  TRAFFIC.record(label or _caller_label(), owned, gathered.nbytes - sum(held.values()),
+                 time.perf_counter() - started)
+  return gathered
+
+
+def _allgather_digests(text, label=None):
+  """[process_count] int64 digests of each host's text."""
   digest = np.frombuffer(hashlib.sha256(text.encode()).digest()[:8], np.int64)
-  return np.asarray(multihost_utils.process_allgather(digest)).reshape(-1)
+  return _allgather(digest, label or _caller_label()).reshape(-1)
 
 
 def preflight(mesh_shape=None, expected_processes=None, extra_fingerprint=""):
@@ -85,7 +178,7 @@ def preflight(mesh_shape=None, expected_processes=None, extra_fingerprint=""):
                          f"{jax.device_count()} ({jax.process_count()} hosts x "
                          f"{jax.local_device_count()}). Change config.mesh.")
   fingerprint = version_fingerprint(extra_fingerprint)
-  digests = _allgather_digests(fingerprint)
+  digests = _allgather_digests(fingerprint, "distributed.preflight")
   if jax.process_count() > 1 and len(set(digests.tolist())) > 1:
     mismatched = [i for i, d in enumerate(digests) if d != digests[0]]
     raise RuntimeError(
@@ -95,20 +188,24 @@ def preflight(mesh_shape=None, expected_processes=None, extra_fingerprint=""):
   return fingerprint
 
 
-def broadcast_text(text):
+def broadcast_text(text, label=None):
   """Host 0's text on every host (each host passes its own; only host 0's is kept)."""
-  return allgather_texts(text or "")[0]
+  if label is None:  # allgather_texts labels the gather with this function's caller
+    return allgather_texts(text or "")[0]
+  return allgather_texts(text or "", label)[0]
 
 
-def allgather_texts(text):
-  """[text of host 0, text of host 1, ...] on every host (each host passes its own)."""
+def allgather_texts(text, label=None):
+  """[text of host 0, text of host 1, ...] on every host (each host passes its own).
+
+  Two gathers: the byte lengths (an int64 a host, 4 bytes as jax moves it without x64), then
+  every host's UTF-8 bytes padded to the longest (TRAFFIC counts the padding: it moves too)."""
   if jax.process_count() == 1:
     return [text]
-  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  label = label or _caller_label()
   data = np.frombuffer(text.encode("utf-8"), np.uint8)
-  lengths = np.asarray(multihost_utils.process_allgather(
-      np.array([len(data)], np.int64))).reshape(-1)
+  lengths = _allgather(np.array([len(data)], np.int64), label).reshape(-1)
   padded = np.zeros(max(int(lengths.max()), 1), np.uint8)
   padded[:len(data)] = data
-  rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(lengths), -1)
+  rows = _allgather(padded, label).reshape(len(lengths), -1)
   return [bytes(row[:length]).decode("utf-8") for row, length in zip(rows, lengths)]

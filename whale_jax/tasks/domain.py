@@ -37,6 +37,7 @@ import json
 from typing import Any, Callable, Mapping
 
 from whale_jax.harness import runtime
+from whale_jax.parallel import accounting
 from whale_jax.sampling import api
 
 
@@ -115,7 +116,16 @@ class Domain:
 
 def verify_episodes(domain, instances, answers, trajectories):
   """The scores of a batch of episodes: domain.verify_many when the domain has one, else
-  domain.verify for each."""
+  domain.verify for each. Counted in parallel.accounting (verify_calls, verified_episodes,
+  seconds["verify"]): what this process verified."""
+  instances = list(instances)
+  accounting.COUNTERS.add("verify_calls")
+  accounting.COUNTERS.add("verified_episodes", len(instances))
+  with accounting.COUNTERS.timed("verify"):
+    return _verify(domain, instances, answers, trajectories)
+
+
+def _verify(domain, instances, answers, trajectories):
   verify_many = getattr(domain, "verify_many", None)  # test doubles may have verify alone
   if verify_many is not None:
     return [float(score) for score in verify_many(list(instances), list(answers),
