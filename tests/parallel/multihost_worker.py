@@ -141,28 +141,75 @@ def run_handoff():
 
 
 def run_recipe(workdir):
-  """The tiny WHALE recipe on a (data=2, fsdp=2) mesh; its summary and this host's episodes."""
+  """The tiny WHALE recipe on a (data=2, fsdp=2) mesh; its summary, this host's episodes and
+  verify calls, the bytes it passed to all-gathers, and, on host 0, how many of the markers
+  host 1 planted in its episodes' stdout host 0's archive view shows (read from the shards)."""
   sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
   from tests.algorithms import tiny  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import hosts  # pylint: disable=g-import-not-at-top
+  from whale_jax.search import archive as archive_lib  # pylint: disable=g-import-not-at-top
+  from whale_jax.search import archive_view  # pylint: disable=g-import-not-at-top
+  from whale_jax.tasks import domain as domain_lib  # pylint: disable=g-import-not-at-top
 
-  local_episodes = []
+  counters = {"verified": 0, "gathers": 0, "gathered_bytes": 0, "episode_gathers": 0,
+              "episode_bytes": 0, "planted": 0}
+  verify_episodes = domain_lib.verify_episodes
+
+  def counting_verify(domain, instances, answers, trajectories):
+    instances = list(instances)
+    counters["verified"] += len(instances)
+    return verify_episodes(domain, instances, answers, trajectories)
+
+  domain_lib.verify_episodes = counting_verify
+  allgather_texts = distributed.allgather_texts
+
+  def counting_allgather(text):
+    counters["gathers"] += 1
+    counters["gathered_bytes"] += len(text.encode("utf-8"))
+    if text.startswith('{"digest"'):  # the collector's numbers (rollouts/collector.py)
+      counters["episode_gathers"] += 1
+      counters["episode_bytes"] += len(text.encode("utf-8"))
+    return allgather_texts(text)
+
+  distributed.allgather_texts = counting_allgather
+  runs = []
   build_run = experiment.build_run
 
   def build_and_watch(*args, **kwargs):
     run = build_run(*args, **kwargs)
-    local_episodes.append(run.runtime)
+    runs.append(run)
+    if jax.process_index() == 1:  # a marker in every episode host 1 runs
+      inner = hosts.local_runtime(run.runtime)
+      run_many = inner.run_many
+
+      def planted(batches):
+        results = run_many(batches)
+        for batch in results:
+          for trajectory in batch:
+            trajectory.stdout += f" MARKER-host1-{trajectory.task_id}"
+            counters["planted"] += 1
+        return results
+
+      inner.run_many = planted
     return run
 
   experiment.build_run = build_and_watch
   config = tiny.tiny_config("whale")
   config.mesh = dict(data=2, fsdp=2)
   summary = experiment.run(config, workdir, show_progress=False)
-  (runtime,) = local_episodes
-  sharded = isinstance(runtime, hosts.ShardedRuntime)
-  return {"summary": summary, "sharded": sharded,
-          "local_episodes": runtime.local_episodes if sharded else None}
+  (run,) = runs
+  sharded = isinstance(run.runtime, hosts.ShardedRuntime)
+  found = 0
+  archives = sorted(pathlib.Path(workdir, "archive").glob("*"))
+  if jax.process_index() == 0:
+    for directory in archives:
+      view = archive_view.build_view(archive_lib.Archive(directory), "d", "description",
+                                     run.splits["harness"])
+      found += len(view.grep("MARKER-host1"))
+  return {"summary": summary, "sharded": sharded, "archives": len(archives),
+          "local_episodes": run.runtime.local_episodes if sharded else None,
+          "marker_found": found, **counters}
 
 
 def _finish(result, out_path, num_processes):

@@ -172,9 +172,11 @@ class Policy:
     "rsft": epochs passes of minibatches (groups: each sample's episode, used when
     config.minibatch_unit is "trajectory"). "grpo": grpo_update.update (module docstring); its
     passes are config.training.grpo.ppo_epochs, so epochs must be 1.
-    On a mesh over several hosts, samples are this host's and groups is required: each
-    sample's episode as its index among every host's trained episodes (in the order one host
-    would list them), which places the sample in the global order (_train_across_hosts).
+    On a mesh over several hosts, with groups given, samples are this host's own and groups
+    gives each sample's episode as its index among every host's trained episodes (in the
+    order one host would list them), which places it in the global order
+    (_train_across_hosts); without groups, every host passes the same samples (e.g. the
+    proposer's, in Harness Learning) and each places its shards of the same global batches.
     Returns:
       a TrainResult: the metrics of each optimizer step, the samples trained on and the
       number left out for their length (over all hosts).
@@ -189,7 +191,7 @@ class Policy:
     if loss == "grpo" and epochs != 1:
       raise ValueError(f"train(..., 'grpo', epochs={epochs}): GRPO passes over a batch are "
                        "config.training.grpo.ppo_epochs; call with epochs=1.")
-    if mesh_lib.spans_processes(self.mesh):
+    if mesh_lib.spans_processes(self.mesh) and groups is not None:
       return self._train_across_hosts(samples, loss, epochs, groups, num_dropped)
     if not samples:
       return TrainResult([], 0, num_dropped)
@@ -217,9 +219,6 @@ class Policy:
     become one global batch (jax.make_array_from_process_local_data). Losses are token sums
     over the global batch, so the numbers equal one host's up to float summation order.
     """
-    if groups is None:
-      raise ValueError("Policy.train on a mesh over several hosts needs groups: each "
-                       "sample's episode index among all hosts' trained episodes.")
     counts = {}
     for group in groups:
       counts[int(group)] = counts.get(int(group), 0) + 1
