@@ -31,6 +31,7 @@ seeded by counters kept in run.state (episode seeds, data order, minibatch order
 replayed steps make the same choices, and a harness search resumes from its archive.
 """
 import dataclasses
+import json
 import math
 import os
 import time
@@ -747,8 +748,20 @@ def best_test(run):
 
 
 def domain_counters(run):
-  """run.domain.counters() (tasks.Domain), {} for a domain without them."""
-  return dict(getattr(run.domain, "counters", dict)())
+  """run.domain.counters() (tasks.Domain), {} for a domain without them. On a multi-host run
+  (every host calls this at the same point) the hosts' numbers are summed, since each host
+  verifies and judges only its own episodes; other values are host 0's."""
+  counters = dict(getattr(run.domain, "counters", dict)())
+  hosts_group = run.hosts
+  if hosts_group.count == 1:
+    return counters
+  shares = [json.loads(text) for text in hosts_group.allgather(json.dumps(counters,
+                                                                          default=str))]
+  summed = dict(shares[0])
+  for name, value in shares[0].items():
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+      summed[name] = sum(share.get(name, 0) for share in shares)
+  return summed
 
 
 def summary(run, recipe):

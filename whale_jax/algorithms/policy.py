@@ -244,8 +244,9 @@ class Policy:
           total, num_minibatches, self._grpo_seed())]
     else:
       global_groups = [group for group in sorted(sizes) for _ in range(sizes[group])]
-      plan = [indices for epoch in range(epochs)
-              for indices in self.minibatches(total, epoch, global_groups)]
+      plan = []
+      for epoch in range(epochs):  # each minibatch is one step: the seeds one host uses
+        plan += self.minibatches(total, epoch, global_groups, self.num_updates + len(plan))
     batches = self._global_batches(
         [[samples[local[i]] for i in indices if i in local] for indices in plan])
     history = []
@@ -308,11 +309,13 @@ class Policy:
         row_multiple=self._row_multiple, seed=self._grpo_seed())
     return history
 
-  def minibatches(self, num_samples, epoch, groups=None):
+  def minibatches(self, num_samples, epoch, groups=None, num_updates=None):
     """[[sample index]] of one pass: samples_per_step samples each, or with groups and
-    minibatch_unit "trajectory", every sample of samples_per_step groups (in sample order)."""
+    minibatch_unit "trajectory", every sample of samples_per_step groups (in sample order).
+    Seeded by the policy's seed, num_updates (default: the optimizer steps taken) and epoch."""
+    num_updates = self.num_updates if num_updates is None else num_updates
     rng = np.random.default_rng(seeds_lib.derive_seed(
-        self.config.seed, "minibatch_order", self.num_updates, epoch))
+        self.config.seed, "minibatch_order", num_updates, epoch))
     size = self.config.samples_per_step
     if groups is None or self.config.minibatch_unit == "sample":
       order = rng.permutation(num_samples)
