@@ -1,28 +1,35 @@
-"""Host-side work on a multi-host run: each host runs its share of the episodes, host 0 proposes.
+"""Host-side work on a multi-host run: each host runs and keeps its own episodes, host 0 proposes.
 
 Every process of a multi-host run executes the same loop. Weight steps are SPMD programs over
 the global mesh; the host-side work around them is split like this:
 
-  ShardedRuntime(runtime)     run_episodes(harness, episodes) (and run_many, several
-                              harnesses' batches in one gather): this host runs episodes
-                              p, p + P, p + 2P, ... (p = its process index, P = processes);
-                              the trajectories of all hosts are gathered, so every host
-                              returns the whole list, in order. Training batches, search
-                              evaluations, gates and test evaluations all go through
-                              run_episodes: each host serves 1/P of every batch, and every host
-                              scores, trains on and decides from the same trajectories.
+  ShardedRuntime(runtime)     this host's runtime plus the hosts it shares episodes with
+                              (`hosts`, a rollouts.sharding.HostGroup). The one collector
+                              (rollouts/collector.py) splits every batch by whole groups (the G
+                              samples of a prompt, or one instance's episode), runs, retries and
+                              verifies this host's groups only, and all-gathers numbers (scores,
+                              outcomes, turns, token counts, a digest of what each host was
+                              asked to run): other hosts' episodes are EpisodeRecords here, never
+                              trajectories. Training batches, search evaluations, gates and test
+                              evaluations all go through it; each host trains on the samples of
+                              the episodes it ran (Policy.train), placed in a global order.
+  local_runtime(runtime)      this host's own runtime: episodes that stay on one host (the
+                              coding agent's `run` drafts on host 0, Harness Learning's revision
+                              evaluations on each host).
   HostZeroProposer(proposer)  propose(context, n): host 0 asks the proposer (a model, an
-                              endpoint, the edit library) and its proposals are broadcast, so
-                              the hosts evaluate the same candidates.
+                              endpoint, the edit library, a coding agent) and its proposals are
+                              broadcast, so the hosts evaluate the same candidates. Host 0 reads
+                              every host's traces from their shard files in the shared workdir.
   agree_on_harness(source)    host 0's accepted harness, broadcast after every search and gate.
 
 Episode seeds depend only on (run seed, phase key, task, sample index), never on the host that
-runs an episode, so P hosts make the choices one host would (up to the float rounding of the
-sharded train step). A host whose loop has drifted from host 0's (other episodes, another
+runs an episode, so P hosts make the choices one host would (up to the float summation order
+of the train step). A host whose loop has drifted from host 0's (other episodes, another
 harness) is caught at the next gather with an error instead of training on mixed batches.
 
 The workdir must be one directory all hosts see (as orbax's multi-host checkpoints need):
-resuming reads the archive and the loop state there.
+trace shards are read there, host 0 writes the archives and logs there, and resuming reads
+them there.
 """
 import json
 

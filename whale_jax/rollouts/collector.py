@@ -20,6 +20,15 @@ one batch (runtime.run_many: the runtime's workers and the engine's slots serve 
 together; a runtime without run_many runs the jobs one after another), retries the infra
 failures of all jobs as one batch and verifies all answers in one domain call. Each episode
 keeps its own seed, so the results equal one collect per job, in any order.
+
+Several hosts (a runtime with `hosts`, algorithms/hosts.ShardedRuntime): collect_many splits
+the episodes of all jobs by whole groups (rollouts/sharding.py: episodes of one job sharing a
+task id, group k on host k mod P); each host runs, retries and verifies (judges) only its own,
+then one all-gather of numbers gives every host each episode's score, outcome, turns and token
+counts, and the jobs' summed rollouts and generated tokens. The Evaluations hold this host's
+Trajectories and EpisodeRecords for the other hosts' episodes; scores, costs, outcome counts
+and mean turns equal one host's. Nothing else crosses hosts here: the hosts write their own
+trajectories to trace shards where they are kept (harness/trajectory.py).
 """
 import dataclasses
 import json
@@ -38,7 +47,8 @@ class Evaluation:
   Attributes:
     task_ids, sample_keys: what was evaluated.
     scores: one score in [0, 1] per instance.
-    trajectories: one Trajectory per instance.
+    trajectories: one Trajectory per instance (on a multi-host run, a
+      rollouts.sharding.EpisodeRecord, numbers only, for each episode another host ran).
     rollouts: episodes actually run to produce this (cache hits cost none; retries count).
     generated_tokens: tokens the model generated in those episodes.
   """
