@@ -59,8 +59,9 @@ def main():
     result["preflight"] = "ok"
   except RuntimeError as error:
     result["preflight"] = str(error)
-  if extra.startswith("recipe="):
-    result.update(run_recipe(extra[len("recipe="):]))
+  if extra.startswith("recipe=") or extra.startswith("vace="):
+    recipe, workdir = extra.split("=", 1)
+    result.update(run_recipe(workdir, "whale" if recipe == "recipe" else "vace"))
     _finish(result, out_path, num_processes)
     return
   if extra == "handoff":
@@ -140,10 +141,11 @@ def run_handoff():
           "gather_error": gather_error, "bytes_held": held, "bytes_before": before}
 
 
-def run_recipe(workdir):
-  """The tiny WHALE recipe on a (data=2, fsdp=2) mesh; its summary, this host's episodes and
-  verify calls, the bytes it passed to all-gathers, and, on host 0, how many of the markers
-  host 1 planted in its episodes' stdout host 0's archive view shows (read from the shards)."""
+def run_recipe(workdir, recipe="whale"):
+  """A tiny recipe (WHALE or VACE) on a (data=2, fsdp=2) mesh; its summary, this host's
+  episodes and verify calls, the bytes it passed to all-gathers, and, on host 0, how many of
+  the markers host 1 planted in its episodes' stdout host 0 reads back: in its archive view
+  (WHALE: the harness search's traces) or in the VACE block files (all from the shards)."""
   sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
   from tests.algorithms import tiny  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
@@ -195,14 +197,21 @@ def run_recipe(workdir):
     return run
 
   experiment.build_run = build_and_watch
-  config = tiny.tiny_config("whale")
+  config = tiny.tiny_config(recipe)
   config.mesh = dict(data=2, fsdp=2)
   summary = experiment.run(config, workdir, show_progress=False)
   (run,) = runs
   sharded = isinstance(run.runtime, hosts.ShardedRuntime)
   found = 0
   archives = sorted(pathlib.Path(workdir, "archive").glob("*"))
-  if jax.process_index() == 0:
+  if jax.process_index() == 0 and recipe == "vace":
+    from whale_jax.harness import trajectory as trajectory_lib  # pylint: disable=g-import-not-at-top
+    steps = {str(path).split(".host_")[0] + ".jsonl.gz"
+             for path in pathlib.Path(workdir, "vace").glob("cycle_*/step_*.jsonl.gz")}
+    for path in sorted(steps):
+      found += sum("MARKER-host1" in record["trajectory"].stdout
+                   for record in trajectory_lib.read_shards(path))
+  elif jax.process_index() == 0:
     for directory in archives:
       view = archive_view.build_view(archive_lib.Archive(directory), "d", "description",
                                      run.splits["harness"])

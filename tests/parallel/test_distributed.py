@@ -112,3 +112,27 @@ def test_two_processes_run_a_recipe_like_one(tmp_path):
   assert second["planted"] > 0 and first["marker_found"] > 0 and first["archives"] > 0
   # The archives and the gate log exist once, in the workdir (no per-host copies).
   assert not (tmp_path / "two" / "hosts").exists()
+
+
+@pytest.mark.slow
+def test_two_processes_run_vace_like_one(tmp_path):
+  """The tiny VACE recipe (GRPO blocks, one gated candidate per cycle) on two processes:
+  the same choices and counts as one process, each host verifying its own episodes, and host
+  0 reading host 1's block episodes back from the shard files."""
+  (single,) = run_processes(tmp_path, 1, extras=(f"vace={tmp_path / 'one'}",), timeout=1200)
+  first, second = run_processes(tmp_path, 2, extras=(f"vace={tmp_path / 'two'}",) * 2,
+                                timeout=1200)
+  assert first["summary"] == second["summary"]
+  summary, reference = first["summary"], single["summary"]
+  for key in ("counts", "incumbent_hash", "weight_steps", "cycles", "training_rollouts",
+              "gate_decisions"):
+    assert summary[key] == reference[key], key
+  np.testing.assert_allclose([value for _, value in summary["curve"]],
+                             [value for _, value in reference["curve"]], atol=1e-9)
+  assert first["verified"] + second["verified"] == single["verified"] > 0
+  for result in (first, second):
+    assert 0 < result["verified"] <= result["local_episodes"]
+    assert result["episode_bytes"] <= (48 * result["local_episodes"] +
+                                       160 * result["episode_gathers"]), result
+  assert second["planted"] > 0 and first["marker_found"] > 0
+  assert not (tmp_path / "two" / "hosts").exists()
