@@ -280,3 +280,25 @@ def test_a_retried_slot_is_proposed_on_host_zero_only():
   assert [p.calls for p in proposers] == [1, 0]
   # Without propose_at on the wrapped proposer, the wrapper has none either.
   assert getattr(hosts.HostZeroProposer(CountingProposer(), 0), "propose_at", None) is None
+
+
+def test_the_agents_run_tool_evaluates_on_host_zeros_own_runtime():
+  """On a multi-host run the coding agent and its `run` drafts stay on host 0: the evaluate
+  it is bound with runs on host 0's own runtime, with no exchange with the other hosts."""
+  from whale_jax.algorithms import loop  # pylint: disable=g-import-not-at-top
+
+  class Binding:
+    def for_search(self, archive_dir, evaluate, instances, seed=0):
+      self.evaluate = evaluate
+      return self
+
+  inner = FakeRuntime()
+  sharded = hosts.ShardedRuntime(inner, 0, 2, lambda text: [text, text])
+  run = types.SimpleNamespace(
+      proposer=Binding(), runtime=sharded, hosts=sharded.hosts, domain=CountingDomain(),
+      sampling=SamplingParams(), policy=types.SimpleNamespace(weights_id="w"),
+      splits={"harness": []}, loop=types.SimpleNamespace(seed=0))
+  bound = loop.bind_proposer(run, "/archive", evaluate="shared")
+  assert bound.evaluate.runtime is inner and hosts.local_runtime(sharded) is inner
+  evaluation = bound.evaluate(HARNESS, [types.SimpleNamespace(id="t0", public={})], [3])
+  assert inner.ran == [""] and not sharding.is_remote(evaluation.trajectories[0])
