@@ -150,6 +150,7 @@ def run_recipe(workdir, recipe="whale"):
   from tests.algorithms import tiny  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import hosts  # pylint: disable=g-import-not-at-top
+  from whale_jax.harness import trajectory as trajectory_lib  # pylint: disable=g-import-not-at-top
   from whale_jax.search import archive as archive_lib  # pylint: disable=g-import-not-at-top
   from whale_jax.search import archive_view  # pylint: disable=g-import-not-at-top
   from whale_jax.tasks import domain as domain_lib  # pylint: disable=g-import-not-at-top
@@ -205,7 +206,6 @@ def run_recipe(workdir, recipe="whale"):
   found = 0
   archives = sorted(pathlib.Path(workdir, "archive").glob("*"))
   if jax.process_index() == 0 and recipe == "vace":
-    from whale_jax.harness import trajectory as trajectory_lib  # pylint: disable=g-import-not-at-top
     steps = {str(path).split(".host_")[0] + ".jsonl.gz"
              for path in pathlib.Path(workdir, "vace").glob("cycle_*/step_*.jsonl.gz")}
     for path in sorted(steps):

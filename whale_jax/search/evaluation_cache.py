@@ -13,8 +13,9 @@ The <harness hash>.jsonl files of caches written before are read too. Episodes t
 "infra_error" are never stored, so they are run again. Several caches may share a directory
 (e.g. harness search and the validation gate), within one process. On a multi-host run each
 host keeps its own cache: full trajectories of the episodes it ran, and for the others'
-their numbers (a rollouts.sharding.EpisodeRecord, stored as {"remote_episode": ...}). CachedEvaluator.
-evaluate_many looks up several jobs and evaluates what all of them miss together.
+their numbers (a rollouts.sharding.EpisodeRecord, stored as {"remote_episode": ...}).
+CachedEvaluator.evaluate_many looks up several jobs and evaluates what all of them miss
+together.
 """
 import dataclasses
 import hashlib
