@@ -64,6 +64,10 @@ def main():
     result.update(run_recipe(workdir, "whale" if recipe == "recipe" else "vace"))
     _finish(result, out_path, num_processes)
     return
+  if extra == "policy":
+    result.update(run_policy())
+    _finish(result, out_path, num_processes)
+    return
   if extra == "handoff":
     result.update(run_handoff())
     _finish(result, out_path, num_processes)
@@ -101,6 +105,49 @@ def main():
   result["generated"] = {str(i): [int(t) for t in c.token_ids]
                          for i, c in zip(mine, completions)}
   _finish(result, out_path, num_processes)
+
+
+NUM_EPISODES = 10
+
+
+def run_policy():
+  """Policy.train on a (data=2, fsdp=2) mesh, each host holding the samples of its own
+  episodes (episode g on host g % 3 % P: uneven shares, one host with none of some
+  minibatches): two RSFT epochs of 3-episode minibatches, then a GRPO update (2 PPO epochs,
+  2 minibatches, a KL to the kept reference). One process holds every sample."""
+  from whale_jax.algorithms import options  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import policy as policy_lib  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import samples as samples_lib  # pylint: disable=g-import-not-at-top
+  params = jax.tree.map(np.asarray, decoder.init_params(CONFIG, jax.random.key(0)))
+  mesh = mesh_lib.make_mesh(data=2, fsdp=2)
+  policy = policy_lib.Policy(CONFIG, params, None, mesh, options.PolicyConfig(
+      optimizer=dict(learning_rate=1e-2), row_length=32, samples_per_step=3,
+      minibatch_unit="trajectory", grpo=dict(ppo_epochs=2, num_minibatches=2, kl_weight=0.1),
+      sampler=dict(max_slots=2, max_cache_length=64)))
+  rng = np.random.default_rng(1)
+  samples, groups = [], []
+  for episode in range(NUM_EPISODES):
+    for _ in range(1 + episode % 3):
+      prompt = rng.integers(1, CONFIG.vocab_size, int(rng.integers(3, 9))).tolist()
+      length = 30 if episode == 4 else int(rng.integers(2, 12))  # episode 4: too long
+      completion = rng.integers(1, CONFIG.vocab_size, length).tolist()
+      samples.append(samples_lib.completion_sample(
+          prompt, completion, (-rng.random(length)).tolist(), float(rng.normal())))
+      groups.append(episode)
+  mine = [i for i, group in enumerate(groups)
+          if group % 3 % jax.process_count() == jax.process_index()]
+  results = {}
+  for loss, epochs in (("rsft", 2), ("grpo", 1)):
+    result = policy.train([samples[i] for i in mine], loss, epochs=epochs,
+                          groups=[groups[i] for i in mine])
+    results[loss] = {"losses": [h["loss"] for h in result.history],
+                     "num_samples": result.num_samples, "num_dropped": result.num_dropped}
+  updated = jax.tree.map(lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True)),
+                         policy.state["params"])
+  policy.close()
+  return {"train": results, "policy_params": {
+      "/".join(str(k.key) for k in path): value.tolist()
+      for path, value in jax.tree_util.tree_leaves_with_path(updated)}}
 
 
 def run_handoff():

@@ -75,6 +75,28 @@ def test_the_weight_handoff_stays_on_the_devices(tmp_path):
     assert result["bytes_held"] > result["bytes_before"] > 0
 
 
+@pytest.mark.slow  # two processes build a policy and compile its steps: ~1-2 min on 2 cores
+def test_each_host_trains_on_its_own_samples_like_one_process(tmp_path):
+  """Policy.train with every host holding only its own episodes' samples (uneven shares)
+  takes the same optimizer steps on the same sets of samples as one process holding all:
+  RSFT (two epochs, minibatches of episodes) and GRPO (old and reference log-probs, two PPO
+  epochs). Packing puts samples in other rows, so losses and weights agree up to float
+  summation order (rtol 1e-5)."""
+  (single,) = run_processes(tmp_path, 1, extras=("policy",))
+  results = run_processes(tmp_path, 2, extras=("policy", "policy"))
+  for result in results:
+    for loss in ("rsft", "grpo"):
+      got, want = result["train"][loss], single["train"][loss]
+      assert (got["num_samples"], got["num_dropped"]) == (want["num_samples"],
+                                                          want["num_dropped"]), loss
+      assert len(got["losses"]) == len(want["losses"]) > 1, loss
+      np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-5, err_msg=loss)
+    assert single["train"]["rsft"]["num_dropped"] == 2  # episode 4's two samples
+    for name, value in single["policy_params"].items():
+      np.testing.assert_allclose(result["policy_params"][name], value, rtol=1e-5, atol=1e-6,
+                                 err_msg=name)
+
+
 def test_preflight_names_hosts_with_other_versions(tmp_path):
   results = run_processes(tmp_path, 2, extras=("config=a", "config=b"))
   for result in results:
