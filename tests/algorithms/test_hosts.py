@@ -295,7 +295,7 @@ def test_the_agents_run_tool_evaluates_on_host_zeros_own_runtime():
   inner = FakeRuntime()
   sharded = hosts.ShardedRuntime(inner, 0, 2, lambda text: [text, text])
   run = types.SimpleNamespace(
-      proposer=Binding(), runtime=sharded, hosts=sharded.hosts, domain=CountingDomain(),
+      proposer=Binding(), runtime=sharded, domain=CountingDomain(),
       sampling=SamplingParams(), policy=types.SimpleNamespace(weights_id="w"),
       splits={"harness": []}, loop=types.SimpleNamespace(seed=0))
   bound = loop.bind_proposer(run, "/archive", evaluate="shared")

@@ -263,10 +263,12 @@ class Run:
     index = jax.process_index()
     return self.workdir if index == 0 else os.path.join(self.workdir, "hosts", f"host_{index}")
 
-  @property
-  def hosts(self):
-    """The HostGroup the runtime shares episodes with (rollouts/sharding.py)."""
-    return sharding.hosts_of(self.runtime)
+
+
+def hosts_of(run):
+  """The HostGroup run's runtime shares episodes with (rollouts/sharding.py; one host when
+  the runtime is not shared, or a test's run has none)."""
+  return sharding.hosts_of(getattr(run, "runtime", None))
 
 
 def incumbent(run):
@@ -543,7 +545,7 @@ def bind_proposer(run, archive_dir, evaluate):
   for_search = getattr(run.proposer, "for_search", None)
   if for_search is None:
     return run.proposer
-  if run.hosts.count > 1:
+  if hosts_of(run).count > 1:
     evaluate = search_evaluation.make_evaluate(
         hosts.local_runtime(run.runtime), run.domain, run.sampling,
         weights_id=run.policy.weights_id)
@@ -576,7 +578,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
       candidates_per_iteration=run.loop.candidates_per_iteration, prompt_only=prompt_only,
       seed=run.loop.seed, context_budget_tokens=run.search_context_tokens, tokenizer=None,
       max_lines=run.search_max_lines,
-      session=label, hosts=run.hosts, **budget)
+      session=label, hosts=hosts_of(run), **budget)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   agent = count_agent_sessions(run, archive_dir)
   run.log.log("harness", run.counts.training, label=label, iterations=result.iterations,
@@ -598,7 +600,7 @@ def gate(run, current, candidate, label, adopted=None):
   result = validation_gate.gate_candidate(
       current, candidate, make_evaluate(run), run.splits["validation"],
       weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
-      log_path=os.path.join(run.workdir, "gate_decisions.jsonl") if run.hosts.index == 0
+      log_path=os.path.join(run.workdir, "gate_decisions.jsonl") if hosts_of(run).index == 0
       else None)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   decision = result.decision
@@ -673,13 +675,13 @@ def write_episode_shards(run, path, rows):
   host ran to its shard of path (harness/trajectory.shard_path); returns every host's rows in
   episode order on host 0 (read back from the shards once all hosts wrote theirs), None on
   the other hosts. On a single host: writes path, returns rows."""
-  hosts = sharding.hosts_of(run.runtime)
+  group = hosts_of(run)
   mine = [row for row in rows if not sharding.is_remote(row["trajectory"])]
-  trajectory_lib.write_records(trajectory_lib.shard_path(path, hosts.index, hosts.count), mine)
-  if hosts.count == 1:
+  trajectory_lib.write_records(trajectory_lib.shard_path(path, group.index, group.count), mine)
+  if group.count == 1:
     return rows
-  sharding.barrier(hosts)  # every shard is whole on disk before host 0 reads them
-  if hosts.index != 0:
+  sharding.barrier(group)  # every shard is whole on disk before host 0 reads them
+  if group.index != 0:
     return None
   return sorted(trajectory_lib.read_shards(path), key=lambda row: row["episode"])
 
@@ -752,7 +754,7 @@ def domain_counters(run):
   (every host calls this at the same point) the hosts' numbers are summed, since each host
   verifies and judges only its own episodes; other values are host 0's."""
   counters = dict(getattr(run.domain, "counters", dict)())
-  hosts_group = run.hosts
+  hosts_group = hosts_of(run)
   if hosts_group.count == 1:
     return counters
   shares = [json.loads(text) for text in hosts_group.allgather(json.dumps(counters,

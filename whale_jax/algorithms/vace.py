@@ -80,7 +80,7 @@ def _block_episodes(run, cycle):
   shards, in episode order); [] on the hosts other than 0, whose proposer does not read."""
   directory = _block_directory(run, cycle)
   episodes = []
-  if run.hosts.index == 0 and os.path.isdir(directory):
+  if loop.hosts_of(run).index == 0 and os.path.isdir(directory):
     names = sorted(os.listdir(directory))
     steps = sorted({name.split(".")[0] for name in names if name.startswith("step_")})
     for step in steps:
@@ -103,7 +103,7 @@ def _diagnostic_episodes(run, harness):
                           run.loop.num_samples, ("diagnostic", run.state.cycle),
                           run.loop.seed)
   run.counts.add("harness", batch.num_rollouts, batch.num_generated_tokens)
-  if run.hosts.count == 1:
+  if loop.hosts_of(run).count == 1:
     return [(trajectory, score) for _, trajectory, score in batch.flat()]
   rows = loop.write_episode_shards(
       run, os.path.join(run.workdir, "vace", f"diagnostic_{run.state.cycle:03d}.jsonl.gz"),
@@ -214,7 +214,7 @@ def _gated_revision(run, vace_config, episodes, weights_change_later):
       current, loop.bind_proposer(run, archive_dir, loop.make_evaluate(run)), run.domain,
       archive_dir, episodes=episodes, iteration=state.cycle + 2,
       context_budget_tokens=run.search_context_tokens, edit_scope=vace_config.edit_scope,
-      hosts=run.hosts)
+      hosts=loop.hosts_of(run))
   loop.count_agent_sessions(run, archive_dir)
   validation = None
   if candidate is not None:   # ungated: the gate decides nothing, its log says what it cost
