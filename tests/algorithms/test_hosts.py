@@ -1,6 +1,9 @@
 """Multi-host splitting of host-side work, with P simulated hosts as threads in one process:
-each host runs only its share of the episodes and every host gets the result one host gets."""
+each host runs and verifies whole groups of episodes, the hosts exchange only numbers, and
+every host gets the scores, costs and outcomes one host gets."""
+import json
 import threading
+import types
 
 import pytest
 
@@ -8,6 +11,8 @@ from whale_jax.algorithms import hosts
 from whale_jax.harness import Harness
 from whale_jax.harness import runtime as runtime_lib
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import collector
+from whale_jax.rollouts import sharding
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import proposal as proposal_lib
 
@@ -19,9 +24,15 @@ class FakeRuntime:
 
   def __init__(self):
     self.ran = []
+    self.trajectories = []
 
   def run_episodes(self, harness, episodes):
     self.ran.extend(e.episode_id for e in episodes)
+    trajectories = self._run(harness, episodes)
+    self.trajectories += trajectories
+    return trajectories
+
+  def _run(self, harness, episodes):
     return [trajectory_lib.Trajectory(
         episode_id=e.episode_id, task_id=e.task_id, harness_hash=harness.hash, outcome="ok",
         answer=f"{e.episode_id}/{e.sampling.seed}",
@@ -75,37 +86,133 @@ def _episodes(count):
                               sampling=SamplingParams(seed=100 + i)) for i in range(count)]
 
 
-@pytest.mark.parametrize("num_hosts,num_episodes", [(2, 7), (3, 8), (4, 2), (2, 0)])
-def test_each_host_runs_its_share_and_all_get_every_trajectory(num_hosts, num_episodes):
-  reference = FakeRuntime().run_episodes(HARNESS, _episodes(num_episodes))
+class CountingDomain:
+  """Scores an answer by its seed's parity; counts the episodes it verified."""
+
+  def __init__(self):
+    self.verified = []
+
+  def tools(self, instance):
+    return {}
+
+  def verify(self, instance, answer, trajectory):
+    self.verified.append(trajectory.episode_id)
+    return float(int(answer.split("/")[1]) % 2)
+
+
+def _jobs(num_instances, num_samples):
+  """Two jobs (an incumbent and a candidate) of num_samples episodes per instance, as a
+  grouped training batch lists them (samples of an instance next to each other)."""
+  instances = [types.SimpleNamespace(id=f"t{i}", public={"q": i}) for i in range(num_instances)]
+  repeated = [instance for instance in instances for _ in range(num_samples)]
+  names = [f"{instance.id}#{g}" for instance in instances for g in range(num_samples)]
+  other = Harness("def run(task, llm, tools):\n  return 'y'\n")
+  return [(harness, repeated, [100 + i + 7 * n for i in range(len(repeated))], names)
+          for n, harness in enumerate((HARNESS, other))]
+
+
+def _collect(runtime, domain, num_instances, num_samples):
+  return collector.collect_many(runtime, domain, _jobs(num_instances, num_samples),
+                                SamplingParams(max_tokens=4))
+
+
+@pytest.mark.parametrize("num_hosts,num_instances,num_samples",
+                         [(2, 7, 2), (3, 8, 3), (4, 2, 4), (2, 0, 2), (2, 5, 1)])
+def test_hosts_run_whole_groups_and_exchange_numbers_only(num_hosts, num_instances,
+                                                          num_samples):
+  reference = _collect(FakeRuntime(), CountingDomain(), num_instances, num_samples)
   group = ThreadGroup(num_hosts)
   runtimes = [FakeRuntime() for _ in range(num_hosts)]
+  domains = [CountingDomain() for _ in range(num_hosts)]
+  payloads = [[] for _ in range(num_hosts)]
 
   def host(index):
-    sharded = hosts.ShardedRuntime(runtimes[index], index, num_hosts, group.allgather(index))
-    return sharded.run_episodes(HARNESS, _episodes(num_episodes)), sharded.local_episodes
+    gather = group.allgather(index)
+
+    def watched(text):
+      payloads[index].append(len(text.encode()))
+      return gather(text)
+
+    sharded = hosts.ShardedRuntime(runtimes[index], index, num_hosts, watched)
+    return _collect(sharded, domains[index], num_instances, num_samples)
 
   results, errors = group.run(host)
   assert not errors
+  everything = [e for job in _jobs(num_instances, num_samples) for e in job[3]]
   ran = sorted(e for runtime in runtimes for e in runtime.ran)
-  assert ran == sorted(e.episode_id for e in _episodes(num_episodes))  # each exactly once
-  for index, (trajectories, local) in enumerate(results):
-    assert local == len(runtimes[index].ran) == len(range(index, num_episodes, num_hosts))
-    assert [t.to_json() for t in trajectories] == [t.to_json() for t in reference]
+  assert ran == sorted(everything)  # each episode exactly once
+  for index, runtime in enumerate(runtimes):  # each host verified exactly its own episodes
+    assert sorted(domains[index].verified) == sorted(
+        t.episode_id for t in runtime.trajectories if t.ok)
+  for evaluations in results:
+    for evaluation, expected in zip(evaluations, reference):
+      assert evaluation.scores == expected.scores
+      assert evaluation.rollouts == expected.rollouts
+      assert evaluation.generated_tokens == expected.generated_tokens
+      assert evaluation.outcome_counts() == expected.outcome_counts()
+      assert evaluation.mean_turns == expected.mean_turns
+  for job in range(2):
+    hosts_of_group = {}
+    for index, evaluations in enumerate(results):
+      for trajectory in evaluations[job].trajectories:
+        if not sharding.is_remote(trajectory):
+          hosts_of_group.setdefault(trajectory.task_id, set()).add(index)
+          expected = reference[job].trajectories[
+              [t.episode_id for t in reference[job].trajectories].index(trajectory.episode_id)]
+          assert trajectory.to_json() == expected.to_json()
+    assert all(len(owners) == 1 for owners in hosts_of_group.values())  # groups stay whole
+    assert len(hosts_of_group) == num_instances
+  # The gathered payload: numbers, a few dozen bytes per episode (plus a fixed header).
+  for sizes in payloads:
+    assert len(sizes) == 1
+    assert sizes[0] <= 120 + 40 * len(everything) // num_hosts + 40 * num_samples
+
+
+def test_a_remote_episode_refuses_its_trajectory_fields():
+  group = ThreadGroup(2)
+
+  def host(index):
+    return _collect(hosts.ShardedRuntime(FakeRuntime(), index, 2, group.allgather(index)),
+                    CountingDomain(), 2, 2)
+
+  results, errors = group.run(host)
+  assert not errors
+  remote = [t for t in results[0][0].trajectories if sharding.is_remote(t)]
+  assert remote and all(t.host == 1 for t in remote)
+  record = remote[0]
+  assert record.ok and record.num_turns == 1 and record.num_completion_tokens == 2
+  assert record.task_id == "t1" and not record.cut_off
+  for name in ("calls", "answer", "tool_events", "error"):
+    with pytest.raises(sharding.RemoteEpisodeError, match="ran on host 1"):
+      getattr(record, name)
+  assert sharding.trajectory_from_json(record.to_json()) == record
+  assert not hasattr(record, "__array__")  # dunder probes stay AttributeErrors
 
 
 def test_a_host_asked_for_other_episodes_fails_on_every_host():
   group = ThreadGroup(2)
 
   def host(index):
-    episodes = _episodes(4) if index == 0 else _episodes(5)
-    return hosts.ShardedRuntime(FakeRuntime(), index, 2, group.allgather(index)).run_episodes(
-        HARNESS, episodes)
+    return _collect(hosts.ShardedRuntime(FakeRuntime(), index, 2, group.allgather(index)),
+                    CountingDomain(), 3 if index == 0 else 4, 2)
 
   _, errors = group.run(host)
   assert sorted(index for index, _ in errors) == [0, 1]
   for _, error in errors:
     assert "Hosts [1] were asked to run other episodes" in str(error)
+
+
+def test_groups_go_round_robin_by_first_appearance():
+  assert sharding.group_owners(["a", "a", "b", "b", "c", "a", "d"], 2) == [0, 0, 1, 1, 0, 0, 1]
+  assert sharding.group_owners([], 3) == []
+
+
+def test_numbers_round_trip_through_json():
+  trajectory = FakeRuntime().run_episodes(HARNESS, _episodes(1))[0]
+  numbers = json.loads(json.dumps(sharding.encode_numbers(1 / 3, trajectory)))
+  score, record = sharding.decode_numbers(numbers, trajectory.episode_id, trajectory.task_id, 1)
+  assert score == 1 / 3
+  assert record == sharding.EpisodeRecord.of(trajectory, 1)
 
 
 class CountingProposer:
@@ -173,3 +280,25 @@ def test_a_retried_slot_is_proposed_on_host_zero_only():
   assert [p.calls for p in proposers] == [1, 0]
   # Without propose_at on the wrapped proposer, the wrapper has none either.
   assert getattr(hosts.HostZeroProposer(CountingProposer(), 0), "propose_at", None) is None
+
+
+def test_the_agents_run_tool_evaluates_on_host_zeros_own_runtime():
+  """On a multi-host run the coding agent and its `run` drafts stay on host 0: the evaluate
+  it is bound with runs on host 0's own runtime, with no exchange with the other hosts."""
+  from whale_jax.algorithms import loop  # pylint: disable=g-import-not-at-top
+
+  class Binding:
+    def for_search(self, archive_dir, evaluate, instances, seed=0):
+      self.evaluate = evaluate
+      return self
+
+  inner = FakeRuntime()
+  sharded = hosts.ShardedRuntime(inner, 0, 2, lambda text: [text, text])
+  run = types.SimpleNamespace(
+      proposer=Binding(), runtime=sharded, domain=CountingDomain(),
+      sampling=SamplingParams(), policy=types.SimpleNamespace(weights_id="w"),
+      splits={"harness": []}, loop=types.SimpleNamespace(seed=0))
+  bound = loop.bind_proposer(run, "/archive", evaluate="shared")
+  assert bound.evaluate.runtime is inner and hosts.local_runtime(sharded) is inner
+  evaluation = bound.evaluate(HARNESS, [types.SimpleNamespace(id="t0", public={})], [3])
+  assert inner.ran == [""] and not sharding.is_remote(evaluation.trajectories[0])

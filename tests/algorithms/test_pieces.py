@@ -43,7 +43,7 @@ def test_too_long_samples_are_dropped_and_counted():
   assert [len(s.token_ids) for s in built] == [3, 12, 5] and groups == [0, 0, 0]
   trained, updated = [], []
   stand_in = types.SimpleNamespace(  # the Policy with a recording step in place of the model
-      config=options.PolicyConfig(row_length=5), state={"params": "params"},
+      config=options.PolicyConfig(row_length=5), state={"params": "params"}, mesh=None,
       _step=lambda loss: loss, _sampler_params=lambda params: params,
       _train_epochs=lambda step, chunk, epochs, history, groups: trained.append(
           (step, chunk, epochs, groups)),

@@ -1,4 +1,5 @@
 """Trajectory records: token counts, outcome validation, the compact trace file round trip."""
+import dataclasses
 import gzip
 import json
 import struct
@@ -213,3 +214,20 @@ def test_unknown_outcome_is_refused():
 def test_unknown_format_is_refused():
   with pytest.raises(ValueError, match="format 'compact/9'"):
     trajectory_lib.Trajectory.from_json({"format": "compact/9"})
+
+
+def test_each_host_writes_its_shard_and_readers_merge_them(tmp_path):
+  path = tmp_path / "evaluation_000.jsonl.gz"
+  assert trajectory_lib.shard_path(path, 0, 1) == str(path)
+  assert trajectory_lib.shard_path(path, 1, 2) == str(
+      tmp_path / "evaluation_000.host_001.jsonl.gz")
+  trajectories = [dataclasses.replace(make_trajectory(), task_id=f"t{i}") for i in range(3)]
+  for host in range(2):
+    trajectory_lib.write_records(trajectory_lib.shard_path(path, host, 2),
+                                 [{"episode": i, "trajectory": t}
+                                  for i, t in enumerate(trajectories) if i % 2 == host])
+  assert not path.exists()
+  records = trajectory_lib.read_shards(path)
+  assert [r["episode"] for r in records] == [0, 2, 1]
+  assert [r["trajectory"] for r in records] == [trajectories[i] for i in (0, 2, 1)]
+  assert trajectory_lib.read_shards(tmp_path / "absent.jsonl.gz") == []

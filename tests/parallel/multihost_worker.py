@@ -59,8 +59,13 @@ def main():
     result["preflight"] = "ok"
   except RuntimeError as error:
     result["preflight"] = str(error)
-  if extra.startswith("recipe="):
-    result.update(run_recipe(extra[len("recipe="):]))
+  if extra.startswith("recipe=") or extra.startswith("vace="):
+    recipe, workdir = extra.split("=", 1)
+    result.update(run_recipe(workdir, "whale" if recipe == "recipe" else "vace"))
+    _finish(result, out_path, num_processes)
+    return
+  if extra == "policy":
+    result.update(run_policy())
     _finish(result, out_path, num_processes)
     return
   if extra == "handoff":
@@ -102,6 +107,49 @@ def main():
   _finish(result, out_path, num_processes)
 
 
+NUM_EPISODES = 10
+
+
+def run_policy():
+  """Policy.train on a (data=2, fsdp=2) mesh, each host holding the samples of its own
+  episodes (episode g on host g % 3 % P: uneven shares, one host with none of some
+  minibatches): two RSFT epochs of 3-episode minibatches, then a GRPO update (2 PPO epochs,
+  2 minibatches, a KL to the kept reference). One process holds every sample."""
+  from whale_jax.algorithms import options  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import policy as policy_lib  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import samples as samples_lib  # pylint: disable=g-import-not-at-top
+  params = jax.tree.map(np.asarray, decoder.init_params(CONFIG, jax.random.key(0)))
+  mesh = mesh_lib.make_mesh(data=2, fsdp=2)
+  policy = policy_lib.Policy(CONFIG, params, None, mesh, options.PolicyConfig(
+      optimizer=dict(learning_rate=1e-2), row_length=32, samples_per_step=3,
+      minibatch_unit="trajectory", grpo=dict(ppo_epochs=2, num_minibatches=2, kl_weight=0.1),
+      sampler=dict(max_slots=2, max_cache_length=64)))
+  rng = np.random.default_rng(1)
+  samples, groups = [], []
+  for episode in range(NUM_EPISODES):
+    for _ in range(1 + episode % 3):
+      prompt = rng.integers(1, CONFIG.vocab_size, int(rng.integers(3, 9))).tolist()
+      length = 30 if episode == 4 else int(rng.integers(2, 12))  # episode 4: too long
+      completion = rng.integers(1, CONFIG.vocab_size, length).tolist()
+      samples.append(samples_lib.completion_sample(
+          prompt, completion, (-rng.random(length)).tolist(), float(rng.normal())))
+      groups.append(episode)
+  mine = [i for i, group in enumerate(groups)
+          if group % 3 % jax.process_count() == jax.process_index()]
+  results = {}
+  for loss, epochs in (("rsft", 2), ("grpo", 1)):
+    result = policy.train([samples[i] for i in mine], loss, epochs=epochs,
+                          groups=[groups[i] for i in mine])
+    results[loss] = {"losses": [h["loss"] for h in result.history],
+                     "num_samples": result.num_samples, "num_dropped": result.num_dropped}
+  updated = jax.tree.map(lambda x: np.asarray(multihost_utils.process_allgather(x, tiled=True)),
+                         policy.state["params"])
+  policy.close()
+  return {"train": results, "policy_params": {
+      "/".join(str(k.key) for k in path): value.tolist()
+      for path, value in jax.tree_util.tree_leaves_with_path(updated)}}
+
+
 def run_handoff():
   """Trainer-to-sampler weights under a transfer guard that refuses copies between devices and
   host memory: the handoff (parallel/handoff.py) must pass, gathering through host memory must
@@ -140,29 +188,84 @@ def run_handoff():
           "gather_error": gather_error, "bytes_held": held, "bytes_before": before}
 
 
-def run_recipe(workdir):
-  """The tiny WHALE recipe on a (data=2, fsdp=2) mesh; its summary and this host's episodes."""
+def run_recipe(workdir, recipe="whale"):
+  """A tiny recipe (WHALE or VACE) on a (data=2, fsdp=2) mesh; its summary, this host's
+  episodes and verify calls, the bytes it passed to all-gathers, and, on host 0, how many of
+  the markers host 1 planted in its episodes' stdout host 0 reads back: in its archive view
+  (WHALE: the harness search's traces) or in the VACE block files (all from the shards)."""
   sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
   from tests.algorithms import tiny  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import hosts  # pylint: disable=g-import-not-at-top
+  from whale_jax.harness import trajectory as trajectory_lib  # pylint: disable=g-import-not-at-top
+  from whale_jax.search import archive as archive_lib  # pylint: disable=g-import-not-at-top
+  from whale_jax.search import archive_view  # pylint: disable=g-import-not-at-top
+  from whale_jax.tasks import domain as domain_lib  # pylint: disable=g-import-not-at-top
 
-  local_episodes = []
+  counters = {"verified": 0, "gathers": 0, "gathered_bytes": 0, "episode_gathers": 0,
+              "episode_bytes": 0, "planted": 0}
+  verify_episodes = domain_lib.verify_episodes
+
+  def counting_verify(domain, instances, answers, trajectories):
+    instances = list(instances)
+    counters["verified"] += len(instances)
+    return verify_episodes(domain, instances, answers, trajectories)
+
+  domain_lib.verify_episodes = counting_verify
+  allgather_texts = distributed.allgather_texts
+
+  def counting_allgather(text):
+    counters["gathers"] += 1
+    counters["gathered_bytes"] += len(text.encode("utf-8"))
+    if text.startswith('{"digest"'):  # the collector's numbers (rollouts/collector.py)
+      counters["episode_gathers"] += 1
+      counters["episode_bytes"] += len(text.encode("utf-8"))
+    return allgather_texts(text)
+
+  distributed.allgather_texts = counting_allgather
+  runs = []
   build_run = experiment.build_run
 
   def build_and_watch(*args, **kwargs):
     run = build_run(*args, **kwargs)
-    local_episodes.append(run.runtime)
+    runs.append(run)
+    if jax.process_index() == 1:  # a marker in every episode host 1 runs
+      inner = hosts.local_runtime(run.runtime)
+      run_many = inner.run_many
+
+      def planted(batches):
+        results = run_many(batches)
+        for batch in results:
+          for trajectory in batch:
+            trajectory.stdout += f" MARKER-host1-{trajectory.task_id}"
+            counters["planted"] += 1
+        return results
+
+      inner.run_many = planted
     return run
 
   experiment.build_run = build_and_watch
-  config = tiny.tiny_config("whale")
+  config = tiny.tiny_config(recipe)
   config.mesh = dict(data=2, fsdp=2)
   summary = experiment.run(config, workdir, show_progress=False)
-  (runtime,) = local_episodes
-  sharded = isinstance(runtime, hosts.ShardedRuntime)
-  return {"summary": summary, "sharded": sharded,
-          "local_episodes": runtime.local_episodes if sharded else None}
+  (run,) = runs
+  sharded = isinstance(run.runtime, hosts.ShardedRuntime)
+  found = 0
+  archives = sorted(pathlib.Path(workdir, "archive").glob("*"))
+  if jax.process_index() == 0 and recipe == "vace":
+    steps = {str(path).split(".host_")[0] + ".jsonl.gz"
+             for path in pathlib.Path(workdir, "vace").glob("cycle_*/step_*.jsonl.gz")}
+    for path in sorted(steps):
+      found += sum("MARKER-host1" in record["trajectory"].stdout
+                   for record in trajectory_lib.read_shards(path))
+  elif jax.process_index() == 0:
+    for directory in archives:
+      view = archive_view.build_view(archive_lib.Archive(directory), "d", "description",
+                                     run.splits["harness"])
+      found += len(view.grep("MARKER-host1"))
+  return {"summary": summary, "sharded": sharded, "archives": len(archives),
+          "local_episodes": run.runtime.local_episodes if sharded else None,
+          "marker_found": found, **counters}
 
 
 def _finish(result, out_path, num_processes):

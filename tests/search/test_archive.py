@@ -7,6 +7,7 @@ import pytest
 from tests.search import fakes
 from whale_jax.harness import Harness
 from whale_jax.rollouts import collector
+from whale_jax.rollouts import sharding
 from whale_jax.search import archive as archive_lib
 
 
@@ -70,3 +71,32 @@ def test_write_json_atomically_leaves_no_temporary_files(tmp_path):
   archive_lib.write_json_atomically(path, {"a": 2})
   assert archive_lib.read_json(path) == {"a": 2}
   assert os.listdir(tmp_path / "sub") == ["value.json"]
+
+
+def test_two_hosts_share_one_archive_that_host_zero_writes(tmp_path):
+  """A multi-host search: both hosts add the same candidate, each holding the trajectories of
+  the episodes it ran and the other's numbers. Host 0 writes the folder and summary; each host
+  writes only its trace shard; reading the archive gives every host's trajectories."""
+  source = "def run(task, llm, tools):\n  return 'a'\n"
+  harness = Harness(source)
+  full = _evaluation(harness, [1.0, 0.0, 1.0])
+  archives = [archive_lib.Archive(tmp_path, index, 2) for index in range(2)]
+  for index, archive in enumerate(archives):
+    trajectories = tuple(t if n % 2 == index else sharding.EpisodeRecord.of(t, 1 - index)
+                         for n, t in enumerate(full.trajectories))
+    evaluation = collector.Evaluation(full.task_ids, full.sample_keys, full.scores,
+                                      trajectories, rollouts=3)
+    archive.add(_candidate(archive, source=source), source=source, raw_output="raw",
+                evaluation=evaluation)
+  assert archives[0].candidates[0].to_json() == archives[1].candidates[0].to_json()
+  assert archives[1].source("c0000") == source   # from memory, on every host
+  assert sorted(os.listdir(tmp_path / "traces")) == ["c0000.host_000.jsonl.gz",
+                                                     "c0000.host_001.jsonl.gz"]
+  folder = sorted(os.listdir(tmp_path / "candidates" / "c0000"))
+  assert "trajectories.jsonl.gz" not in folder and "examples.jsonl" in folder
+  with open(tmp_path / "summary.jsonl", encoding="utf-8") as file:
+    assert len(file.readlines()) == 1
+  reloaded = archive_lib.Archive(tmp_path)
+  by_task = {t.task_id: t.to_json() for t in reloaded.trajectories("c0000")}
+  assert by_task == {t.task_id: t.to_json() for t in full.trajectories}
+  assert [row["score"] for row in reloaded.examples("c0000")] == [1.0, 0.0, 1.0]

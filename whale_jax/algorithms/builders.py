@@ -302,12 +302,8 @@ def build_run(experiment, workdir, show_progress=True, recipe=None):
   tokenizer = load_run_tokenizer(experiment.tokenizer, model_dir)
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh, experiment.training)
   search_section = dict(experiment.search)
-  if (jax.process_count() > 1 and search_section.get("proposer") in ("agentic", "cli_agent")
-      and search_section.get("run_tool", True)):
-    # The agent runs on host 0 only, but every host serves a share of each batch of episodes.
-    raise ValueError("config.search.run_tool=True on a multi-host run: the agent's `run` "
-                     "would wait for the other hosts' episodes; set config.search.run_tool="
-                     "False (the agent still reads every trace) or run on one host.")
+  # On a multi-host run the agent, and the episodes of its `run` tool, run on host 0 only
+  # (loop.bind_proposer).
   runtime, proposer = hosts.for_processes(
       build_runtime(policy.sampler, tokenizer, domain, experiment.runtime),
       build_proposer(search_section, policy, tokenizer, domain, recipe or experiment.recipe))

@@ -115,6 +115,7 @@ import tqdm
 from whale_jax import atomic_files
 from whale_jax import seeds as seeds_lib
 from whale_jax.algorithms import builders
+from whale_jax.algorithms import hosts
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
@@ -294,8 +295,12 @@ def held_out(domain):
 
 
 def _evaluate(run, domain):
-  return search_evaluation.make_evaluate(run.runtime, domain, run.sampling,
-                                         weights_id=run.policy.weights_id)
+  """The evaluate function of the revision steps. On a multi-host run it runs on this host's
+  own runtime (hosts.local_runtime): the revision steps evaluate replies from several threads
+  and build execution reports from full trajectories, so each host runs its own copy of these
+  episodes (same seeds, same results) instead of sharing them; not split across hosts yet."""
+  return search_evaluation.make_evaluate(hosts.local_runtime(run.runtime), domain,
+                                         run.sampling, weights_id=run.policy.weights_id)
 
 
 def _directory(run, *parts):

@@ -1,48 +1,52 @@
-"""Host-side work on a multi-host run: each host runs its share of the episodes, host 0 proposes.
+"""Host-side work on a multi-host run: each host runs and keeps its own episodes, host 0 proposes.
 
 Every process of a multi-host run executes the same loop. Weight steps are SPMD programs over
 the global mesh; the host-side work around them is split like this:
 
-  ShardedRuntime(runtime)     run_episodes(harness, episodes) (and run_many, several
-                              harnesses' batches in one gather): this host runs episodes
-                              p, p + P, p + 2P, ... (p = its process index, P = processes);
-                              the trajectories of all hosts are gathered, so every host
-                              returns the whole list, in order. Training batches, search
-                              evaluations, gates and test evaluations all go through
-                              run_episodes: each host serves 1/P of every batch, and every host
-                              scores, trains on and decides from the same trajectories.
+  ShardedRuntime(runtime)     this host's runtime plus the hosts it shares episodes with
+                              (`hosts`, a rollouts.sharding.HostGroup). The one collector
+                              (rollouts/collector.py) splits every batch by whole groups (the G
+                              samples of a prompt, or one instance's episode), runs, retries and
+                              verifies this host's groups only, and all-gathers numbers (scores,
+                              outcomes, turns, token counts, a digest of what each host was
+                              asked to run): other hosts' episodes are EpisodeRecords here, never
+                              trajectories. Training batches, search evaluations, gates and test
+                              evaluations all go through it; each host trains on the samples of
+                              the episodes it ran (Policy.train), placed in a global order.
+  local_runtime(runtime)      this host's own runtime: episodes that stay on one host (the
+                              coding agent's `run` drafts on host 0, Harness Learning's revision
+                              evaluations on each host).
   HostZeroProposer(proposer)  propose(context, n): host 0 asks the proposer (a model, an
-                              endpoint, the edit library) and its proposals are broadcast, so
-                              the hosts evaluate the same candidates.
+                              endpoint, the edit library, a coding agent) and its proposals are
+                              broadcast, so the hosts evaluate the same candidates. Host 0 reads
+                              every host's traces from their shard files in the shared workdir.
   agree_on_harness(source)    host 0's accepted harness, broadcast after every search and gate.
 
 Episode seeds depend only on (run seed, phase key, task, sample index), never on the host that
-runs an episode, so P hosts make the choices one host would (up to the float rounding of the
-sharded train step). A host whose loop has drifted from host 0's (other episodes, another
+runs an episode, so P hosts make the choices one host would (up to the float summation order
+of the train step). A host whose loop has drifted from host 0's (other episodes, another
 harness) is caught at the next gather with an error instead of training on mixed batches.
 
 The workdir must be one directory all hosts see (as orbax's multi-host checkpoints need):
-resuming reads the archive and the loop state there.
+trace shards are read there, host 0 writes the archives and logs there, and resuming reads
+them there.
 """
-import hashlib
 import json
 
 import jax
 
-from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.parallel import distributed
 from whale_jax.rollouts import collector
+from whale_jax.rollouts import sharding
 from whale_jax.search import proposal as proposal_lib
 
 
-def _episodes_digest(harness, episodes):
-  keys = [(episode.task_id, episode.episode_id, episode.sampling.seed) for episode in episodes]
-  text = json.dumps([harness.hash, keys])
-  return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
 class ShardedRuntime:
-  """A HarnessRuntime whose run_episodes splits each batch over the hosts (module docstring).
+  """This host's HarnessRuntime with the hosts it shares episodes with (module docstring).
+
+  run_episodes and run_many run what they are given on this host (the collector has already
+  picked this host's episodes); `hosts` tells the collector (rollouts/collector.py) to split
+  every batch by groups and to exchange numbers.
 
   Args:
     runtime: this host's HarnessRuntime (its sandboxes, served by its own sampler).
@@ -52,44 +56,28 @@ class ShardedRuntime:
 
   def __init__(self, runtime, process_index=None, process_count=None, allgather=None):
     self.runtime = runtime
-    self.process_index = jax.process_index() if process_index is None else process_index
-    self.process_count = jax.process_count() if process_count is None else process_count
-    self.allgather = allgather or distributed.allgather_texts
+    self.hosts = sharding.HostGroup(
+        jax.process_index() if process_index is None else process_index,
+        jax.process_count() if process_count is None else process_count,
+        allgather or distributed.allgather_texts)
     self.local_episodes = 0  # episodes this host ran
+
+  @property
+  def process_index(self):
+    return self.hosts.index
+
+  @property
+  def process_count(self):
+    return self.hosts.count
 
   def run_episodes(self, harness, episodes):
     return self.run_many([(harness, episodes)])[0]
 
   def run_many(self, batches):
-    """[[Trajectory]] of batches [(harness, [Episode])]: this host runs its share of every
-    batch (all in flight together on its runtime), then one gather gives every host all."""
+    """[[Trajectory]] of batches [(harness, [Episode])], all run on this host."""
     batches = [(harness, list(episodes)) for harness, episodes in batches]
-    mine = [(harness, episodes[self.process_index::self.process_count])
-            for harness, episodes in batches]
-    local = collector.run_batches(self.runtime, mine)
-    self.local_episodes += sum(len(episodes) for _, episodes in mine)
-    digest = hashlib.sha256("".join(_episodes_digest(harness, episodes)
-                                    for harness, episodes in batches).encode()).hexdigest()[:16]
-    payload = json.dumps({"digest": digest,
-                          "trajectories": [[t.to_json() for t in batch] for batch in local]})
-    shares = [json.loads(text) for text in self.allgather(payload)]
-    drifted = [host for host, share in enumerate(shares)
-               if share["digest"] != shares[0]["digest"]]
-    if drifted:
-      total = sum(len(episodes) for _, episodes in batches)
-      raise RuntimeError(
-          f"Hosts {drifted} were asked to run other episodes (or another harness) than host 0 "
-          f"({total} episodes here, harnesses {[h.hash for h, _ in batches]}): the hosts' "
-          "loops have drifted apart. Check that every host runs the same config and code on "
-          "the same workdir.")
-    gathered = []
-    for number, (_, episodes) in enumerate(batches):
-      batch = []
-      for index in range(len(episodes)):
-        share = shares[index % self.process_count]["trajectories"][number]
-        batch.append(trajectory_lib.Trajectory.from_json(share[index // self.process_count]))
-      gathered.append(batch)
-    return gathered
+    self.local_episodes += sum(len(episodes) for _, episodes in batches)
+    return collector.run_batches(self.runtime, batches)
 
   def __getattr__(self, name):  # submit, close, worker_pids, ...: this host's runtime
     return getattr(self.runtime, name)
@@ -140,6 +128,12 @@ class HostZeroProposer:
       return lambda *args, **kwargs: HostZeroProposer(value(*args, **kwargs),
                                                       self.process_index, self.broadcast)
     return value
+
+
+def local_runtime(runtime):
+  """This host's own HarnessRuntime: the one a ShardedRuntime wraps, else runtime itself.
+  Episodes run on it stay on this host, with no exchange with the others."""
+  return runtime.runtime if isinstance(runtime, ShardedRuntime) else runtime
 
 
 def agree_on_harness(source, broadcast=None):

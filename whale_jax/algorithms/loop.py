@@ -31,6 +31,7 @@ seeded by counters kept in run.state (episode seeds, data order, minibatch order
 replayed steps make the same choices, and a harness search resumes from its archive.
 """
 import dataclasses
+import json
 import math
 import os
 import time
@@ -54,6 +55,7 @@ from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.parallel import accounting
 from whale_jax.rollouts import collector
 from whale_jax.rollouts import grouped
+from whale_jax.rollouts import sharding
 from whale_jax.sampling import SamplingParams
 from whale_jax.search import agentic_proposer
 from whale_jax.search import evaluation as search_evaluation
@@ -256,11 +258,18 @@ class Run:
 
   @property
   def host_dir(self):
-    """Where this host keeps its harness archive and gate log: the workdir on host 0,
-    workdir/hosts/host_<i> on host i of a multi-host run (each host keeps its own copy, so
-    hosts sharing the workdir never write the same file; the copies agree by construction)."""
+    """Where Harness Learning keeps its archives on this host: the workdir on host 0,
+    workdir/hosts/host_<i> on host i of a multi-host run. (WHALE's and VACE's archives and
+    gate log exist once, in the workdir, written by host 0: see harness_search and gate.)"""
     index = jax.process_index()
     return self.workdir if index == 0 else os.path.join(self.workdir, "hosts", f"host_{index}")
+
+
+
+def hosts_of(run):
+  """The HostGroup run's runtime shares episodes with (rollouts/sharding.py; one host when
+  the runtime is not shared, or a test's run has none)."""
+  return sharding.hosts_of(getattr(run, "runtime", None))
 
 
 def incumbent(run):
@@ -383,17 +392,29 @@ def _finish_weight_step(run, kind, batch, history, extra):
 
 
 def rsft_step(run, harness):
-  """One online RSFT step; returns its metrics."""
+  """One online RSFT step; returns its metrics. On a multi-host run each host trains on the
+  kept episodes it ran (the others' are EpisodeRecords here), placed by their index among
+  every host's kept episodes (Policy.train)."""
   batch = _collect_weight_batch(run, harness)
   started = time.perf_counter()  # "train" seconds: the samples and the optimizer steps
   kept = [trajectory for _, trajectory, score in batch.flat()
           if score > run.loop.score_threshold and trajectory.ok]
-  samples, groups = samples_lib.from_trajectories(kept, with_groups=True)
+  samples, groups = _local_samples(kept)
   result = run.policy.train(samples, "rsft", epochs=run.loop.sft_epochs, groups=groups)
   accounting.COUNTERS.add_seconds("train", time.perf_counter() - started)
   return _finish_weight_step(run, "rsft", batch, result.history, {
       "accepted": len(kept), "accept_rate": len(kept) / max(batch.num_rollouts, 1),
       "samples": result.num_samples, "dropped_samples": result.num_dropped})
+
+
+def _local_samples(trajectories, advantages=None):
+  """(samples, groups) of the trajectories this host ran: each sample's group is its
+  trajectory's index in trajectories (which may hold other hosts' EpisodeRecords)."""
+  mine = [i for i, trajectory in enumerate(trajectories) if not sharding.is_remote(trajectory)]
+  samples, groups = samples_lib.from_trajectories(
+      [trajectories[i] for i in mine],
+      None if advantages is None else [advantages[i] for i in mine], with_groups=True)
+  return samples, [mine[group] for group in groups]
 
 
 def merge_batches(batches):
@@ -413,12 +434,11 @@ def merge_batches(batches):
 
 
 def generated_tokens(trajectory):
-  return sum(len(c.token_ids) for call in trajectory.calls for c in call.completions)
+  """The tokens the model generated in the episode (a Trajectory or an EpisodeRecord)."""
+  return trajectory.num_completion_tokens
 
 
-def cut_off(trajectory):
-  """Whether a completion of the trajectory stopped at a generation limit."""
-  return any(c.finish_reason == "length" for call in trajectory.calls for c in call.completions)
+cut_off = sharding.cut_off  # whether a completion stopped at a generation limit
 
 
 def generation_limit(run):
@@ -478,8 +498,8 @@ def grpo_step(run, harness, budget_rollouts=0):
         continue
       trajectories.append(trajectory)
       trajectory_advantages.append(float(advantage))
-  result = run.policy.train(
-      samples_lib.from_trajectories(trajectories, trajectory_advantages), "grpo")
+  samples, sample_groups = _local_samples(trajectories, trajectory_advantages)
+  result = run.policy.train(samples, "grpo", groups=sample_groups)
   run.last_batch = batch
   accounting.COUNTERS.add_seconds("train", time.perf_counter() - started)
   return _finish_weight_step(run, "grpo", batch, result.history, {
@@ -521,10 +541,19 @@ def make_evaluate(run):
 
 def bind_proposer(run, archive_dir, evaluate):
   """run.proposer bound to one search (its archive, `run` over evaluate on the harness split)
-  when it binds (the coding agents' for_search), else run.proposer itself."""
+  when it binds (the coding agents' for_search), else run.proposer itself.
+
+  On a multi-host run the agent runs on host 0 only, and so do the episodes of its `run`
+  calls: `run` evaluates with host 0's own runtime (hosts.local_runtime), not the one the
+  hosts share, while the other hosts wait for its proposals. They count the `run` episodes
+  from the saved sessions (count_agent_sessions), as host 0 does."""
   for_search = getattr(run.proposer, "for_search", None)
   if for_search is None:
     return run.proposer
+  if hosts_of(run).count > 1:
+    evaluate = search_evaluation.make_evaluate(
+        hosts.local_runtime(run.runtime), run.domain, run.sampling,
+        weights_id=run.policy.weights_id)
   return for_search(archive_dir, evaluate, run.splits["harness"], run.loop.seed)
 
 
@@ -546,7 +575,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
   """
   if not budget:
     budget = {"iterations": run.loop.search_iterations}
-  archive_dir = os.path.join(run.host_dir, "archive", label)
+  archive_dir = os.path.join(run.workdir, "archive", label)
   evaluate = make_evaluate(run)
   started = time.perf_counter()
   result = meta_harness.search(
@@ -555,7 +584,7 @@ def harness_search(run, incoming, label, prompt_only=False, **budget):
       candidates_per_iteration=run.loop.candidates_per_iteration, prompt_only=prompt_only,
       seed=run.loop.seed, context_budget_tokens=run.search_context_tokens, tokenizer=None,
       max_lines=run.search_max_lines,
-      session=label, **budget)
+      session=label, hosts=hosts_of(run), **budget)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   accounting.COUNTERS.add_seconds("search", time.perf_counter() - started)
   agent = count_agent_sessions(run, archive_dir)
@@ -579,7 +608,8 @@ def gate(run, current, candidate, label, adopted=None):
   result = validation_gate.gate_candidate(
       current, candidate, make_evaluate(run), run.splits["validation"],
       weights_id=run.policy.weights_id, seed=run.loop.seed, rule=run.loop.gate_rule,
-      log_path=os.path.join(run.host_dir, "gate_decisions.jsonl"))
+      log_path=os.path.join(run.workdir, "gate_decisions.jsonl") if hosts_of(run).index == 0
+      else None)
   run.counts.add("harness", result.rollouts, result.generated_tokens)
   accounting.COUNTERS.add_seconds("gate", time.perf_counter() - started)
   decision = result.decision
@@ -614,10 +644,6 @@ def evaluate_test(run, harness=None, label=""):
                           run.eval_sampling, run.loop.eval_num_samples, ("test",),
                           run.loop.seed)
   run.counts.add("evaluation", batch.num_rollouts, batch.num_generated_tokens)
-  instances = [instance for instance, _, _ in batch.flat()]
-  trajectories = [trajectory for _, trajectory, _ in batch.flat()]
-  scores = [score for _, _, score in batch.flat()]
-  behaviour = run.domain.metrics(instances, trajectories, scores)
   per_task = batch.per_instance_mean()
   record = {"rollouts": run.counts.training, "test_mean": batch.mean_score(),
             "weights_id": run.policy.weights_id, "harness_hash": harness.hash,
@@ -626,13 +652,21 @@ def evaluate_test(run, harness=None, label=""):
             "per_subset": per_subset_means(per_task),
             "per_domain": per_domain_means(batch.instances, per_task),
             "per_evaluation": batch.per_sample_means()}
-  if jax.process_index() == 0:  # every test episode, so behaviour metrics can be recomputed
-    trajectory_lib.write_records(
-        os.path.join(run.workdir, "test_trajectories",
-                     f"evaluation_{len(run.state.evaluations):03d}.jsonl.gz"),
-        [{"instance_id": instance.id, "score": score, "rollouts": record["rollouts"],
-          "harness_hash": harness.hash, "weights_id": record["weights_id"],
-          "trajectory": trajectory} for instance, trajectory, score in batch.flat()])
+  # Every test episode, so behaviour metrics can be recomputed: each host writes the episodes
+  # it ran to its shard; the behaviour metrics (host 0's log) are computed over all of them.
+  path = os.path.join(run.workdir, "test_trajectories",
+                      f"evaluation_{len(run.state.evaluations):03d}.jsonl.gz")
+  rows = [{"instance_id": instance.id, "score": score, "rollouts": record["rollouts"],
+           "harness_hash": harness.hash, "weights_id": record["weights_id"], "episode": index,
+           "trajectory": trajectory}
+          for index, (instance, trajectory, score) in enumerate(batch.flat())]
+  episodes = write_episode_shards(run, path, rows)
+  behaviour = {}
+  if episodes is not None:
+    by_id = {instance.id: instance for instance in batch.instances}
+    behaviour = run.domain.metrics([by_id[row["instance_id"]] for row in episodes],
+                                   [row["trajectory"] for row in episodes],
+                                   [row["score"] for row in episodes])
   run.state.evaluations.append(record)
   accounting.COUNTERS.add_seconds("evaluation", time.time() - start)
   scalars = {f"behaviour_{name}": value for name, value in behaviour.items()
@@ -644,6 +678,22 @@ def evaluate_test(run, harness=None, label=""):
               evaluation_rollouts=batch.num_rollouts,
               generated_tokens=batch.num_generated_tokens, **scalars, **domain_counters(run))
   return record
+
+
+def write_episode_shards(run, path, rows):
+  """Writes the rows (trace records, one per episode, in episode order) whose trajectory this
+  host ran to its shard of path (harness/trajectory.shard_path); returns every host's rows in
+  episode order on host 0 (read back from the shards once all hosts wrote theirs), None on
+  the other hosts. On a single host: writes path, returns rows."""
+  group = hosts_of(run)
+  mine = [row for row in rows if not sharding.is_remote(row["trajectory"])]
+  trajectory_lib.write_records(trajectory_lib.shard_path(path, group.index, group.count), mine)
+  if group.count == 1:
+    return rows
+  sharding.barrier(group)  # every shard is whole on disk before host 0 reads them
+  if group.index != 0:
+    return None
+  return sorted(trajectory_lib.read_shards(path), key=lambda row: row["episode"])
 
 
 def per_subset_means(per_task):
@@ -710,8 +760,20 @@ def best_test(run):
 
 
 def domain_counters(run):
-  """run.domain.counters() (tasks.Domain), {} for a domain without them."""
-  return dict(getattr(run.domain, "counters", dict)())
+  """run.domain.counters() (tasks.Domain), {} for a domain without them. On a multi-host run
+  (every host calls this at the same point) the hosts' numbers are summed, since each host
+  verifies and judges only its own episodes; other values are host 0's."""
+  counters = dict(getattr(run.domain, "counters", dict)())
+  hosts_group = hosts_of(run)
+  if hosts_group.count == 1:
+    return counters
+  shares = [json.loads(text) for text in hosts_group.allgather(json.dumps(counters,
+                                                                          default=str))]
+  summed = dict(shares[0])
+  for name, value in shares[0].items():
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+      summed[name] = sum(share.get(name, 0) for share in shares)
+  return summed
 
 
 def summary(run, recipe):

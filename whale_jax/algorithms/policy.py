@@ -44,6 +44,7 @@ set_state, so a resumed run keeps the initial weights as its reference, not the 
 """
 import dataclasses
 import functools
+import json
 
 import jax
 import numpy as np
@@ -51,6 +52,7 @@ import numpy as np
 from whale_jax import seeds as seeds_lib
 from whale_jax.algorithms import options
 from whale_jax.models import decoder
+from whale_jax.parallel import distributed
 from whale_jax.parallel import handoff as handoff_lib
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
@@ -119,6 +121,7 @@ class Policy:
                            tokenizer=tokenizer, mesh=self.sampler_mesh,
                            engine_config=policy_config.sampler)
     self._steps = {}
+    self.allgather = distributed.allgather_texts  # counts across hosts (train on several)
     self._row_multiple = (mesh_lib.axis_size(mesh, "batch", rules.TRAIN_RULES)
                           * policy_config.num_microbatches)
 
@@ -169,9 +172,14 @@ class Policy:
     "rsft": epochs passes of minibatches (groups: each sample's episode, used when
     config.minibatch_unit is "trajectory"). "grpo": grpo_update.update (module docstring); its
     passes are config.training.grpo.ppo_epochs, so epochs must be 1.
+    On a mesh over several hosts, with groups given, samples are this host's own and groups
+    gives each sample's episode as its index among every host's trained episodes (in the
+    order one host would list them), which places it in the global order
+    (_train_across_hosts); without groups, every host passes the same samples (e.g. the
+    proposer's, in Harness Learning) and each places its shards of the same global batches.
     Returns:
       a TrainResult: the metrics of each optimizer step, the samples trained on and the
-      number left out for their length.
+      number left out for their length (over all hosts).
     """
     if groups is not None and len(groups) != len(samples):
       raise ValueError(f"train(): {len(groups)} groups for {len(samples)} samples.")
@@ -183,6 +191,8 @@ class Policy:
     if loss == "grpo" and epochs != 1:
       raise ValueError(f"train(..., 'grpo', epochs={epochs}): GRPO passes over a batch are "
                        "config.training.grpo.ppo_epochs; call with epochs=1.")
+    if mesh_lib.spans_processes(self.mesh) and groups is not None:
+      return self._train_across_hosts(samples, loss, epochs, groups, num_dropped)
     if not samples:
       return TrainResult([], 0, num_dropped)
     step = self._step(loss)
@@ -196,23 +206,116 @@ class Policy:
       self.sampler.update_params(self._sampler_params(self.state["params"]))
     return TrainResult(history, len(samples), num_dropped)
 
-  def _train_grpo(self, step, samples):
+  def _train_across_hosts(self, samples, loss, epochs, groups, num_dropped):
+    """train() on a mesh over several hosts, each holding its own samples.
+
+    One all-gather of counts ({episode: samples} and the samples dropped, per host) gives
+    every host the global sample order: episodes in increasing index, an episode's samples in
+    the order its host lists them, as one host holding every sample would list them. The
+    minibatches are cut from that order with the same seeds as on one host (so 1 and P hosts
+    train on the same sets of samples); each host packs the members it holds into its slice of
+    every minibatch, the hosts agree on one row count (the largest need, rounded as
+    _round_rows does; rows a host does not fill are padding, loss mask 0), and the slices
+    become one global batch (jax.make_array_from_process_local_data). Losses are token sums
+    over the global batch, so the numbers equal one host's up to float summation order.
+    """
+    counts = {}
+    for group in groups:
+      counts[int(group)] = counts.get(int(group), 0) + 1
+    shares = [json.loads(text) for text in self.allgather(json.dumps(
+        {"counts": sorted(counts.items()), "dropped": num_dropped}, separators=(",", ":")))]
+    sizes = dict(pair for share in shares for pair in share["counts"])
+    offsets, total = {}, 0
+    for group in sorted(sizes):
+      offsets[group], total = total, total + sizes[group]
+    num_dropped = sum(share["dropped"] for share in shares)
+    global_index, seen = [], {}
+    for group in groups:
+      global_index.append(offsets[int(group)] + seen.get(int(group), 0))
+      seen[int(group)] = seen.get(int(group), 0) + 1
+    local = dict(zip(global_index, range(len(samples))))
+    if not total:
+      return TrainResult([], 0, num_dropped)
+    step = self._step(loss)
+    if loss == "grpo":
+      num_minibatches = grpo_update.num_minibatches_for(self.grpo_config, total,
+                                                        self.config.samples_per_step)
+      plan = [list(indices) for indices in grpo_update.minibatch_indices(
+          total, num_minibatches, self._grpo_seed())]
+    else:
+      global_groups = [group for group in sorted(sizes) for _ in range(sizes[group])]
+      plan = []
+      for epoch in range(epochs):  # each minibatch is one step: the seeds one host uses
+        plan += self.minibatches(total, epoch, global_groups, self.num_updates + len(plan))
+    batches = self._global_batches(
+        [[samples[local[i]] for i in indices if i in local] for indices in plan])
+    history = []
+    try:
+      if loss == "grpo":
+        self._ensure_logprobs()
+        minibatches = [(batch, indices) for batch, indices in zip(batches, plan)]
+        self.state, history = grpo_update.update(
+            self.state, step, samples, self.grpo_config, self._logprobs,
+            self._reference_logprobs, row_length=self.config.row_length,
+            samples_per_step=self.config.samples_per_step, row_multiple=self._row_multiple,
+            seed=self._grpo_seed(), minibatches=minibatches)
+      else:
+        for batch in batches:
+          self.state, metrics = step(self.state, batch)
+          history.append({name: float(value)
+                          for name, value in jax.device_get(metrics).items()})
+    finally:
+      self.sampler.update_params(self._sampler_params(self.state["params"]))
+    return TrainResult(history, total, num_dropped)
+
+  def _global_batches(self, chunks):
+    """One global batch per chunk (this host's samples of each minibatch): each chunk packed
+    into the agreed number of rows on this host, the hosts' rows joined into one array."""
+    process_count = jax.process_count()
+    if self._row_multiple % process_count:
+      raise ValueError(
+          f"The train batch is split over {self._row_multiple} device rows, which the "
+          f"{process_count} hosts cannot share evenly; give config.mesh data x fsdp a multiple "
+          f"of {process_count} so that every host feeds its own rows.")
+    local_multiple = self._row_multiple // process_count
+    needed = [len({row for row, _ in packing.pack(chunk, self.config.row_length)[1]})
+              for chunk in chunks]
+    shares = [json.loads(text) for text in self.allgather(json.dumps(needed))]
+    sharding = mesh_lib.batch_sharding(self.mesh, rules.TRAIN_RULES)
+    batches = []
+    for number, chunk in enumerate(chunks):
+      rows = _round_rows(max(share[number] for share in shares), local_multiple)
+      batch, _ = packing.pack(chunk, self.config.row_length, num_rows=rows)
+      batch.setdefault("sampler_logprobs", np.zeros_like(batch["loss_mask"]))  # no samples
+      batches.append({name: jax.make_array_from_process_local_data(
+          sharding, value, (rows * process_count,) + value.shape[1:])
+                      for name, value in batch.items()})
+    return batches
+
+  def _ensure_logprobs(self):
     if self._logprobs is None:
       self._logprobs = grpo_update.make_logprobs_fn(
           self.model_config, self.mesh, rules.TRAIN_RULES, self.grpo_config.temperature,
           self.config.num_microbatches)
+
+  def _grpo_seed(self):
+    return seeds_lib.derive_seed(self.config.seed, "minibatch_order", self.num_updates)
+
+  def _train_grpo(self, step, samples):
+    self._ensure_logprobs()
     self.state, history = grpo_update.update(
         self.state, step, samples, self.grpo_config, self._logprobs, self._reference_logprobs,
         row_length=self.config.row_length, samples_per_step=self.config.samples_per_step,
-        row_multiple=self._row_multiple,
-        seed=seeds_lib.derive_seed(self.config.seed, "minibatch_order", self.num_updates))
+        row_multiple=self._row_multiple, seed=self._grpo_seed())
     return history
 
-  def minibatches(self, num_samples, epoch, groups=None):
+  def minibatches(self, num_samples, epoch, groups=None, num_updates=None):
     """[[sample index]] of one pass: samples_per_step samples each, or with groups and
-    minibatch_unit "trajectory", every sample of samples_per_step groups (in sample order)."""
+    minibatch_unit "trajectory", every sample of samples_per_step groups (in sample order).
+    Seeded by the policy's seed, num_updates (default: the optimizer steps taken) and epoch."""
+    num_updates = self.num_updates if num_updates is None else num_updates
     rng = np.random.default_rng(seeds_lib.derive_seed(
-        self.config.seed, "minibatch_order", self.num_updates, epoch))
+        self.config.seed, "minibatch_order", num_updates, epoch))
     size = self.config.samples_per_step
     if groups is None or self.config.minibatch_unit == "sample":
       order = rng.permutation(num_samples)

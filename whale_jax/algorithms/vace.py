@@ -54,44 +54,61 @@ SELECTED_DIR = "vace_selected"
 
 
 def _block_directory(run, cycle):
-  return os.path.join(run.host_dir, "vace", f"cycle_{cycle:03d}")
+  return os.path.join(run.workdir, "vace", f"cycle_{cycle:03d}")
+
+
+def _episode_rows(batch):
+  return [{"score": score, "episode": index, "trajectory": trajectory}
+          for index, (_, trajectory, score) in enumerate(batch.flat())]
 
 
 def _grpo_step_recording(run, harness, budget_rollouts=0):
   """grpo_step that also saves the step's scored trajectories, so that the proposal after
-  the block sees them even when the run was resumed in between. Refill rounds of dynamic
+  the block sees them even when the run was resumed in between (on a multi-host run each
+  host saves those it ran, to its shard of the step's file). Refill rounds of dynamic
   sampling start only within budget_rollouts (0 = no budget)."""
   metrics = loop.grpo_step(run, harness, budget_rollouts)
   directory = _block_directory(run, run.state.cycle)
-  trajectory_lib.write_records(
-      os.path.join(directory, f"step_{run.state.phase_steps:04d}.jsonl.gz"),
-      [{"score": score, "trajectory": trajectory}
-       for _, trajectory, score in run.last_batch.flat()])
+  loop.write_episode_shards(
+      run, os.path.join(directory, f"step_{run.state.phase_steps:04d}.jsonl.gz"),
+      _episode_rows(run.last_batch))
   return metrics
 
 
 def _block_episodes(run, cycle):
-  """[(Trajectory, score)] of the cycle's GRPO block, read back from disk."""
+  """[(Trajectory, score)] of the cycle's GRPO block, read back from disk (every host's
+  shards, in episode order); [] on the hosts other than 0, whose proposer does not read."""
   directory = _block_directory(run, cycle)
   episodes = []
-  if os.path.isdir(directory):
+  if loop.hosts_of(run).index == 0 and os.path.isdir(directory):
     names = sorted(os.listdir(directory))
-    for name in names:
-      if name + ".gz" not in names:  # step_N.jsonl, written before, unless replayed since
-        episodes += [(row["trajectory"], row["score"])
-                     for row in trajectory_lib.read_records(os.path.join(directory, name))]
+    steps = sorted({name.split(".")[0] for name in names if name.startswith("step_")})
+    for step in steps:
+      if step + ".jsonl.gz" not in names and step + ".jsonl" in names:  # written before
+        rows = trajectory_lib.read_records(os.path.join(directory, step + ".jsonl"))
+      else:
+        rows = sorted(trajectory_lib.read_shards(os.path.join(directory, step + ".jsonl.gz")),
+                      key=lambda row: row.get("episode", 0))
+      episodes += [(row["trajectory"], row["score"]) for row in rows]
   return episodes
 
 
 def _diagnostic_episodes(run, harness):
   """[(Trajectory, score)] of one diagnostic batch under harness at the current weights
-  (harness rollouts; seeded by the cycle, so a replayed cycle runs the same episodes)."""
+  (harness rollouts; seeded by the cycle, so a replayed cycle runs the same episodes). On a
+  multi-host run the hosts write their episodes to shards of vace/diagnostic_NNN.jsonl.gz
+  and host 0 reads them all back; the other hosts get []."""
   batch = grouped.collect(run.runtime, run.domain, harness,
                           loop.next_prompts(run, run.loop.prompt_batch), run.sampling,
                           run.loop.num_samples, ("diagnostic", run.state.cycle),
                           run.loop.seed)
   run.counts.add("harness", batch.num_rollouts, batch.num_generated_tokens)
-  return [(trajectory, score) for _, trajectory, score in batch.flat()]
+  if loop.hosts_of(run).count == 1:
+    return [(trajectory, score) for _, trajectory, score in batch.flat()]
+  rows = loop.write_episode_shards(
+      run, os.path.join(run.workdir, "vace", f"diagnostic_{run.state.cycle:03d}.jsonl.gz"),
+      _episode_rows(batch))
+  return [(row["trajectory"], row["score"]) for row in rows or ()]
 
 
 def _validation_mean(run, harness):
@@ -192,11 +209,12 @@ def _gated_revision(run, vace_config, episodes, weights_change_later):
   state = run.state
   current = loop.incumbent(run)
   label = f"vace_cycle_{state.cycle:03d}"
-  archive_dir = os.path.join(run.host_dir, "archive", label)
+  archive_dir = os.path.join(run.workdir, "archive", label)
   candidate, _ = single_proposal.propose_one(
       current, loop.bind_proposer(run, archive_dir, loop.make_evaluate(run)), run.domain,
       archive_dir, episodes=episodes, iteration=state.cycle + 2,
-      context_budget_tokens=run.search_context_tokens, edit_scope=vace_config.edit_scope)
+      context_budget_tokens=run.search_context_tokens, edit_scope=vace_config.edit_scope,
+      hosts=loop.hosts_of(run))
   loop.count_agent_sessions(run, archive_dir)
   validation = None
   if candidate is not None:   # ungated: the gate decides nothing, its log says what it cost

@@ -5,6 +5,7 @@
   write_jsonl(path, trajectories); read_jsonl(path) == trajectories
   write_records(path, [{"score": 1.0, "trajectory": trajectory}])   # a trajectory with fields
   read_records(path)[0]["trajectory"] == trajectory
+  write_records(shard_path(path, host, num_hosts), records); read_shards(path)   # multi-host
 
 Outcomes:
   ok             run() returned a str.
@@ -36,6 +37,10 @@ an equal Trajectory, floats bit for bit. Readers also take the files written bef
 JSON lines of Trajectory.to_json(), a bare trajectory or a record per line), and
 Trajectory.from_json takes either form. Appending adds one gzip member; a member or a line
 torn by a crash mid-write is skipped when read.
+
+Shards: on a multi-host run each host writes the episodes it ran, once, to its own shard of
+a trace file (shard_path: name.host_<i>.jsonl.gz beside name.jsonl.gz); read_shards(path)
+reads path, or all its shards, so host 0's proposer sees every host's episodes.
 """
 import base64
 import copy
@@ -416,6 +421,37 @@ def read_records(path, decode=True):
       record["trajectory"] = Trajectory.from_json(record["trajectory"])
     records.append(record)
   return records
+
+
+def shard_path(path, process_index=0, process_count=1):
+  """The trace file host process_index writes for path: path itself on a single host, else
+  path with ".host_<i>" before ".jsonl.gz" (every host, host 0 included, writes its own
+  shard, so a reader of path alone fails instead of seeing one host's part)."""
+  path = os.fspath(path)
+  if process_count <= 1:
+    return path
+  stem, suffix = (path[:-len(".jsonl.gz")], ".jsonl.gz") if path.endswith(".jsonl.gz") else (
+      os.path.splitext(path))
+  return f"{stem}.host_{process_index:03d}{suffix}"
+
+
+def shard_paths(path):
+  """path's trace files that exist: path itself, else its hosts' shards in host order."""
+  path = os.fspath(path)
+  if os.path.exists(path):
+    return [path]
+  found, index = [], 0
+  while True:  # shards are numbered 0, 1, ... without gaps (every host writes one)
+    shard = shard_path(path, index, 2)
+    if not os.path.exists(shard):
+      return found
+    found.append(shard)
+    index += 1
+
+
+def read_shards(path, decode=True):
+  """The records of path, or of all its hosts' shards (shard_path) one after another."""
+  return [record for shard in shard_paths(path) for record in read_records(shard, decode)]
 
 
 def write_jsonl(path, trajectories):

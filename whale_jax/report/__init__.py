@@ -31,6 +31,7 @@ import shutil
 from absl import logging
 
 from whale_jax import atomic_files
+from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.report import page
 from whale_jax.report import workdir as workdir_lib
 
@@ -97,7 +98,8 @@ def _write_data_files(workdir, run):
       key = f"test/{evaluation['name']}"
       path = os.path.join(workdir, "test_trajectories", evaluation["name"] + ".jsonl.gz")
       files[key] = _data_file(workdir, f"test/{evaluation['name']}.js", key,
-                              lambda p=path: workdir_lib.evaluation_data(p), [path])
+                              lambda p=path: workdir_lib.evaluation_data(p),
+                              trajectory_lib.shard_paths(path))
   for name, paths in workdir_lib.vace_blocks(workdir):
     key = f"block/{name}"
     files[key] = _data_file(workdir, f"vace/{name}.js", key,

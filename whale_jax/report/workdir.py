@@ -13,9 +13,11 @@ Sources (each optional: a run still going has only some of them):
                                   the workdir (archive/<label>, harness_learning/...)
   test_trajectories/evaluation_NNN.jsonl.gz    test episodes (algorithms/loop.py)
   vace/cycle_NNN/step_NNNN.jsonl.gz            VACE's GRPO block episodes (weight split)
+On a multi-host run each trace file is split into its hosts' shards (NAME.host_<i>.jsonl.gz,
+harness/trajectory.py), and an archive's candidates keep theirs in traces/; all are read.
 
 Never read: an archive's evaluations/ folder (the evaluation cache also holds validation
-episodes) and hosts/ (other hosts' copies). Test episodes keep only their task id, outcome
+episodes) and hosts/ (Harness Learning's per-host copies). Test episodes keep only their task id, outcome
 and score: their answers, prompts and tool results could hold held-out gold. A candidate's
 episode keeps its trace only when its task is in the search split its archive's search.json
 lists (Meta-Harness searches write it); elsewhere (e.g. Harness Learning's revision archives,
@@ -121,11 +123,12 @@ def evaluations(workdir, rows):
     name = f"evaluation_{index:03d}"
     path = os.path.join(workdir, "test_trajectories", name + ".jsonl.gz")
     per_subset = row.get("per_subset")
-    if per_subset is None and os.path.exists(path):
+    exists = bool(trajectory_lib.shard_paths(path))  # the file, or its hosts' shards
+    if per_subset is None and exists:
       per_subset = _per_subset(_test_episodes(path))
     entries.append({"rollouts": row.get("rollouts", 0), "test_mean": row.get("test_mean"),
                     "label": row.get("label", ""), "per_subset": per_subset or {},
-                    "name": name, "episodes_file": os.path.exists(path)})
+                    "name": name, "episodes_file": exists})
   return entries
 
 
@@ -140,9 +143,10 @@ def _per_subset(episodes):
 
 
 def _test_episodes(path):
-  """Task id, outcome and score of each test episode; nothing else leaves the file."""
+  """Task id, outcome and score of each test episode; nothing else leaves the file (or, on a
+  multi-host run, its hosts' shards)."""
   episodes = []
-  for record in trajectory_lib.read_records(path, decode=False):
+  for record in trajectory_lib.read_shards(path, decode=False):
     trajectory = record["trajectory"]
     episodes.append({"task_id": record.get("instance_id", trajectory.get("task_id")),
                      "outcome": trajectory.get("outcome"), "score": record.get("score")})
@@ -236,10 +240,11 @@ def candidate_data(archive_dir, candidate, traced_ids=frozenset()):
   folder = os.path.join(archive_dir, "candidates", candidate["id"])
   scores = {row.get("task_id"): row.get("score")
             for row in read_jsonl(os.path.join(folder, "examples.jsonl"))}
-  for name in ("trajectories.jsonl.gz", "trajectories.jsonl"):
-    path = os.path.join(folder, name)
-    if os.path.exists(path):
-      for record in trajectory_lib.read_records(path):
+  shards = os.path.join(archive_dir, "traces", candidate["id"] + ".jsonl.gz")  # multi-host
+  for path in (os.path.join(folder, "trajectories.jsonl.gz"),
+               os.path.join(folder, "trajectories.jsonl"), shards):
+    if trajectory_lib.shard_paths(path):
+      for record in trajectory_lib.read_shards(path):
         trajectory = record["trajectory"]
         shown = episode(trajectory, scores.get(trajectory.task_id, record.get("score")))
         if trajectory.task_id not in traced_ids:

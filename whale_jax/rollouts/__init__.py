@@ -7,6 +7,7 @@ and test evaluations.
                           seed_key=("weight", step), run_seed=0)
 
 Modules: collector (Evaluation; collect and collect_many: run, retry infrastructure failures,
-score), grouped (RolloutBatch: G episodes per instance, seeded per episode, for training).
+score), grouped (RolloutBatch: G episodes per instance, seeded per episode, for training),
+sharding (multi-host: whole groups per host, numbers across hosts, EpisodeRecord).
 This layer sits under search/ and algorithms/: both take their episodes from it.
 """

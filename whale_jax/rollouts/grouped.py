@@ -19,6 +19,7 @@ from absl import logging
 
 from whale_jax import seeds as seeds_lib
 from whale_jax.rollouts import collector
+from whale_jax.rollouts import sharding
 
 
 def episode_seed(run_seed, seed_key, instance_id, sample_index):
@@ -40,7 +41,8 @@ class RolloutBatch:
 
   @property
   def trajectories(self):
-    """[instance][sample] -> harness.Trajectory."""
+    """[instance][sample] -> harness.Trajectory (on a multi-host run, a
+    rollouts.sharding.EpisodeRecord for each episode another host ran)."""
     return self._groups(self.evaluation.trajectories)
 
   @property
@@ -97,8 +99,8 @@ def collect(runtime, domain, harness, instances, sampling, num_samples=1, seed_k
   evaluation = collector.collect(runtime, domain, harness, repeated, seeds, sampling,
                                  episode_ids=names)
   if evaluation.num_infra_errors * 2 > len(repeated):
-    failed = next(t for t in evaluation.trajectories if t.outcome == "infra_error")
+    failed = [t for t in sharding.local(evaluation.trajectories) if t.outcome == "infra_error"]
     logging.warning("%d of %d episodes failed outside the harness (infra_error) after a "
                     "retry, e.g.: %s", evaluation.num_infra_errors, len(repeated),
-                    failed.error[:500])
+                    failed[0].error[:500] if failed else "(on another host)")
   return RolloutBatch(instances, evaluation, num_samples)

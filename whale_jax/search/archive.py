@@ -17,6 +17,8 @@ Layout:
     examples.jsonl               per task: task_id, sample_key, score, outcome, num_turns
     trajectories.jsonl.gz        the episodes (a whale_jax.harness.trajectory trace file;
                                  trajectories.jsonl in archives written before)
+  traces/c0007.host_001.jsonl.gz  on a multi-host run: each host's own episodes of the
+                                 candidate (its trace shard), in place of trajectories.jsonl.gz
   iterations/, evaluations/ ...  written by the search (see whale_jax.search.meta_harness)
 
 A candidate folder is written under a temporary name and renamed into place, so it is either
@@ -34,6 +36,7 @@ import shutil
 
 from whale_jax import atomic_files
 from whale_jax.harness import trajectory as trajectory_lib
+from whale_jax.rollouts import sharding
 
 STATUSES = ("evaluated", "rejected", "duplicate")
 SUMMARY = "summary.jsonl"
@@ -119,27 +122,53 @@ class Candidate:
 
 
 class Archive:
-  """The archive directory (see the module docstring)."""
+  """The archive directory (see the module docstring).
 
-  def __init__(self, directory):
+  Args:
+    directory: the archive's folder (created, or reloaded).
+    host_index, num_hosts: this host and the hosts of a multi-host run sharing the folder.
+      Host 0 writes the archive; every host keeps the candidates it adds in memory and writes
+      the trajectories it ran to its trace shard traces/<id>.host_<i>.jsonl.gz (a candidate
+      folder then holds no trajectories file; trajectories() reads the shards).
+  """
+
+  def __init__(self, directory, host_index=0, num_hosts=1):
     self.directory = os.fspath(directory)
+    self.host_index, self.num_hosts = host_index, num_hosts
+    self.writer = host_index == 0
     self.candidates_directory = os.path.join(self.directory, CANDIDATES)
     os.makedirs(self.candidates_directory, exist_ok=True)
     self.candidates = []
+    self._added = {}  # id -> (source, examples) of candidates added by this process
     for name in sorted(os.listdir(self.candidates_directory)):
       path = os.path.join(self.candidates_directory, name)
       if name.startswith(".tmp-"):
-        shutil.rmtree(path, ignore_errors=True)  # a folder whose writing was interrupted
+        if self.writer:
+          shutil.rmtree(path, ignore_errors=True)  # a folder whose writing was interrupted
         continue
       data = read_json(os.path.join(path, "candidate.json"))
       if data is not None:
         self.candidates.append(Candidate.from_json(data))
     self.candidates.sort(key=lambda candidate: int(candidate.id[1:]))
     self._by_id = {candidate.id: candidate for candidate in self.candidates}
-    self._repair_summary()
+    if self.writer:
+      self._repair_summary()
 
   def path(self, *parts):
     return os.path.join(self.directory, *parts)
+
+  def write_json(self, path, value):
+    """Writes a JSON file of the search (host 0 only; a no-op on the other hosts)."""
+    if self.writer:
+      write_json_atomically(path, value)
+
+  def write_text(self, path, text):
+    """Writes a text file of the search (host 0 only; a no-op on the other hosts)."""
+    if self.writer:
+      write_text_atomically(path, text)
+
+  def _trace_path(self, candidate_id):
+    return self.path("traces", f"{candidate_id}.jsonl.gz")
 
   def _repair_summary(self):
     rows = [json.dumps(c.to_json(), sort_keys=True) for c in self.candidates]
@@ -182,6 +211,19 @@ class Archive:
       candidate.rollouts = evaluation.rollouts
       candidate.generated_tokens = evaluation.generated_tokens
 
+    examples = []
+    if evaluation is not None:
+      examples = [{"task_id": task_id, "sample_key": key, "score": score,
+                   "outcome": trajectory.outcome, "num_turns": trajectory.num_turns}
+                  for task_id, key, score, trajectory in zip(
+                      evaluation.task_ids, evaluation.sample_keys, evaluation.scores,
+                      evaluation.trajectories)]
+      if self.num_hosts > 1:  # each host's own episodes, in its shard
+        trajectory_lib.write_jsonl(
+            trajectory_lib.shard_path(self._trace_path(candidate.id), self.host_index,
+                                      self.num_hosts),
+            [t for t in evaluation.trajectories if not sharding.is_remote(t)])
+
     def write(temporary):
       if source is not None:
         with open(os.path.join(temporary, "harness.py"), "w", encoding="utf-8") as file:
@@ -190,21 +232,21 @@ class Archive:
         file.write(raw_output or "")
       if evaluation is not None:
         with open(os.path.join(temporary, "examples.jsonl"), "w", encoding="utf-8") as file:
-          for task_id, key, score, trajectory in zip(evaluation.task_ids, evaluation.sample_keys,
-                                                     evaluation.scores,
-                                                     evaluation.trajectories):
-            file.write(json.dumps({"task_id": task_id, "sample_key": key, "score": score,
-                                   "outcome": trajectory.outcome,
-                                   "num_turns": trajectory.num_turns}) + "\n")
-        trajectory_lib.write_jsonl(os.path.join(temporary, "trajectories.jsonl.gz"),
-                                   evaluation.trajectories)
+          for row in examples:
+            file.write(json.dumps(row) + "\n")
+        if self.num_hosts == 1:
+          trajectory_lib.write_jsonl(os.path.join(temporary, "trajectories.jsonl.gz"),
+                                     evaluation.trajectories)
       with open(os.path.join(temporary, "candidate.json"), "w", encoding="utf-8") as file:
         json.dump(candidate.to_json(), file, indent=2, sort_keys=True)
-    atomic_files.write_directory(os.path.join(self.candidates_directory, candidate.id), write)
+    if self.writer:
+      atomic_files.write_directory(os.path.join(self.candidates_directory, candidate.id), write)
     self.candidates.append(candidate)
     self._by_id[candidate.id] = candidate
-    with open(self.path(SUMMARY), "a", encoding="utf-8") as file:
-      file.write(json.dumps(candidate.to_json(), sort_keys=True) + "\n")
+    self._added[candidate.id] = (source, examples)
+    if self.writer:
+      with open(self.path(SUMMARY), "a", encoding="utf-8") as file:
+        file.write(json.dumps(candidate.to_json(), sort_keys=True) + "\n")
     return candidate
 
   def _candidate_file(self, candidate_id, name):
@@ -212,6 +254,8 @@ class Archive:
 
   def source(self, candidate_id):
     """The candidate's harness source, or None when it has none."""
+    if candidate_id in self._added:  # on every host, whether host 0 has written it yet or not
+      return self._added[candidate_id][0]
     path = self._candidate_file(candidate_id, "harness.py")
     if not os.path.exists(path):
       return None
@@ -224,6 +268,8 @@ class Archive:
 
   def examples(self, candidate_id):
     """[{"task_id", "sample_key", "score", "outcome", "num_turns"}] ([] if not evaluated)."""
+    if candidate_id in self._added:
+      return [dict(row) for row in self._added[candidate_id][1]]
     path = self._candidate_file(candidate_id, "examples.jsonl")
     if not os.path.exists(path):
       return []
@@ -231,8 +277,11 @@ class Archive:
       return [json.loads(line) for line in file if line.strip()]
 
   def trajectories(self, candidate_id):
+    """The candidate's episodes: its trajectories file, or every host's trace shard."""
     for name in ("trajectories.jsonl.gz", "trajectories.jsonl"):  # the second: written before
       path = self._candidate_file(candidate_id, name)
       if os.path.exists(path):
         return trajectory_lib.read_jsonl(path)
-    return []
+    return [record["trajectory"]
+            for record in trajectory_lib.read_shards(self._trace_path(candidate_id))]
+

@@ -11,8 +11,11 @@ where <weights> is the weights id made safe for a file name plus a short hash of
 are appended as evaluations finish; a torn last one (a crash mid-write) is skipped when read.
 The <harness hash>.jsonl files of caches written before are read too. Episodes that ended
 "infra_error" are never stored, so they are run again. Several caches may share a directory
-(e.g. harness search and the validation gate), within one process. CachedEvaluator.
-evaluate_many looks up several jobs and evaluates what all of them miss together.
+(e.g. harness search and the validation gate), within one process. On a multi-host run each
+host keeps its own cache: full trajectories of the episodes it ran, and for the others'
+their numbers (a rollouts.sharding.EpisodeRecord, stored as {"remote_episode": ...}).
+CachedEvaluator.evaluate_many looks up several jobs and evaluates what all of them miss
+together.
 """
 import dataclasses
 import hashlib
@@ -22,6 +25,7 @@ import threading
 
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.rollouts import collector
+from whale_jax.rollouts import sharding
 from whale_jax.search import evaluation as evaluation_lib
 
 
@@ -62,12 +66,12 @@ class EvaluationCache:
       entry = self._entries(harness_hash, weights_id).get((task_id, int(sample_key)))
     if entry is None:
       return None
-    return entry[0], trajectory_lib.Trajectory.from_json(entry[1])
+    return entry[0], sharding.trajectory_from_json(entry[1])
 
   def store(self, harness_hash, weights_id, task_ids, keys, scores, trajectories):
     """Adds finished episodes (infra errors are skipped)."""
     rows = [{"task_id": task_id, "sample_key": int(key), "score": float(score),
-             "trajectory": trajectory.to_compact_json()}
+             "trajectory": sharding.trajectory_json(trajectory)}
             for task_id, key, score, trajectory in zip(task_ids, keys, scores, trajectories)
             if trajectory.outcome != "infra_error"]
     if not rows:

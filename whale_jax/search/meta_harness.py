@@ -78,6 +78,7 @@ from absl import logging
 
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
+from whale_jax.rollouts import sharding
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import candidate_check
 from whale_jax.search import context as context_lib
@@ -192,7 +193,7 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
            candidates_per_iteration=3, prompt_only=False, seed=0,
            context_budget_tokens=DEFAULT_CONTEXT_TOKENS, tokenizer=None,
            max_lines=static_checks.DEFAULT_MAX_LINES, cache_dir=None, context_options=None,
-           session="", parallel_candidates=True):
+           session="", parallel_candidates=True, hosts=None):
   """Runs (or resumes) a Meta-Harness search; see the module docstring.
 
   Args:
@@ -218,6 +219,11 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
     parallel_candidates: evaluate an iteration's candidates together (one batch of all their
       episodes, evaluation.evaluate_many) when evaluate has evaluate_many (an Evaluator);
       False, or a plain evaluate callable: one after another. Same results either way.
+    hosts: a rollouts.sharding.HostGroup when the hosts of a multi-host run all run this
+      search on one shared archive_dir (default: a single host). Host 0 writes the archive
+      and the search's files; each host writes its own episodes' trace shards and keeps its
+      own evaluation cache (evaluations.host_<i>); the hosts meet at a barrier before each
+      proposer context is built, so host 0 reads every host's shards (search/archive.py).
   """
   _check_budget(iterations, min_iterations, patience, max_iterations)
   if candidates_per_iteration < 1:
@@ -226,7 +232,8 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
   if not instances:
     raise ValueError("search needs the harness split: a non-empty list of instances.")
   weights_id = weights_id if weights_id is not None else getattr(evaluate, "weights_id", None)
-  archive = archive_lib.Archive(archive_dir)
+  hosts = hosts or sharding.SINGLE
+  archive = archive_lib.Archive(archive_dir, hosts.index, hosts.count)
   run = {"incoming_hash": incoming.hash, "weights_id": weights_id,
          "task_ids": [i.id for i in instances], "seed": seed,
          "candidates_per_iteration": candidates_per_iteration, "prompt_only": prompt_only,
@@ -240,8 +247,9 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
       raise ValueError(f"{archive_dir} holds a search that differs in {', '.join(changed)}; "
                        "resume it with the same arguments, or use a new archive_dir.")
   else:
-    archive_lib.write_json_atomically(archive.path(RUN_FILE), run)
-  cache = evaluation_cache.EvaluationCache(cache_dir or archive.path("evaluations"))
+    archive.write_json(archive.path(RUN_FILE), run)
+  cache = evaluation_cache.EvaluationCache(cache_dir or archive.path(
+      "evaluations" if hosts.count == 1 else f"evaluations.host_{hosts.index:03d}"))
   evaluate_cached = evaluation_cache.cached(evaluate, cache, weights_id)
   keys = evaluation_lib.sample_keys(instances, seed)
 
@@ -267,6 +275,7 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
                                max_iterations, last_new_best)
     if stop_reason:
       break
+    sharding.barrier(hosts)  # every host's trace shards are on disk before host 0 reads them
     proposals, meta = _proposals(archive, iteration, accepted, proposer, domain,
                                  candidates_per_iteration, prompt_only,
                                  context_budget_tokens, tokenizer, max_lines,
@@ -329,7 +338,7 @@ def search(incoming, evaluate, proposer, archive_dir, *, domain, instances, weig
     parent_hash = archive.get(accepted.parent).hash if accepted.parent else None
     accepted_harness = program.Harness(archive.source(accepted.id), parent=parent_hash,
                                        origin=accepted.origin)
-  archive_lib.write_json_atomically(archive.path("accepted.json"), {
+  archive.write_json(archive.path("accepted.json"), {
       "id": accepted.id, "hash": accepted.hash, "success": accepted.success,
       "mean_turns": accepted.mean_turns, "iterations": iteration - 1,
       "stop_reason": stop_reason})
@@ -370,8 +379,8 @@ def _proposals(archive, iteration, accepted, proposer, domain, count, prompt_onl
       archive, accepted.id, domain.name, domain.description, iteration, budget_tokens,
       tokenizer=tokenizer, prompt_only=prompt_only, allowed_imports=domain.allowed_imports,
       max_lines=max_lines, **context_options)
-  archive_lib.write_text_atomically(_iteration_path(archive, iteration, "context.txt"),
-                                    _render_messages(context.messages))
+  archive.write_text(_iteration_path(archive, iteration, "context.txt"),
+                     _render_messages(context.messages))
   proposals = proposal_lib.safe_propose(proposer, context, count)
   meta = {"iteration": iteration, "incumbent_id": accepted.id,
           # a proposer with its own steering text (the agentic one) names its instructions
@@ -397,7 +406,7 @@ def _save_proposals(archive, path, meta, proposals, context):
   if failures:
     _save_context(archive, context)
   meta["proposals"] = [None if p.call_failed else p.to_json() for p in proposals]
-  archive_lib.write_json_atomically(path, meta)
+  archive.write_json(path, meta)
 
 
 _CONTEXT_FIELDS = ("domain_name", "incumbent_id", "iteration", "num_tokens", "budget_tokens",
@@ -414,7 +423,7 @@ def _save_context(archive, context):
               known_hashes=sorted(context.known_hashes),
               recent_mechanisms=list(context.recent_mechanisms),
               allowed_imports=list(context.allowed_imports))
-  archive_lib.write_json_atomically(path, data)
+  archive.write_json(path, data)
 
 
 def _load_context(archive, iteration):
@@ -462,13 +471,13 @@ def _failed_call_counts(archive):
 
 def _write_comparison(archive, iteration, accepted, last_new_best):
   candidates = [c for c in archive.candidates if c.iteration == iteration]
-  archive_lib.write_json_atomically(_iteration_path(archive, iteration, "comparison.json"), {
+  archive.write_json(_iteration_path(archive, iteration, "comparison.json"), {
       "iteration": iteration, "accepted": accepted.id, "accepted_success": accepted.success,
       "accepted_mean_turns": accepted.mean_turns, "new_best": last_new_best == iteration,
       "frontier": [c.id for c in pareto_front(_up_to(archive, iteration))],
       "candidates": [{"id": c.id, "status": c.status, "success": c.success,
                       "mean_turns": c.mean_turns, "mechanism": c.mechanism,
                       "reasons": [r["code"] for r in c.reasons]} for c in candidates]})
-  archive_lib.write_json_atomically(archive.path("accepted.json"), {
+  archive.write_json(archive.path("accepted.json"), {
       "id": accepted.id, "hash": accepted.hash, "success": accepted.success,
       "mean_turns": accepted.mean_turns, "iterations": iteration})

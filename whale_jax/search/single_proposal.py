@@ -18,6 +18,7 @@ from absl import logging
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.rollouts import collector
+from whale_jax.rollouts import sharding
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import candidate_check
 from whale_jax.search import context as context_lib
@@ -37,11 +38,15 @@ def _block_evaluation(episodes):
 
 def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration=2,
                 context_budget_tokens=16_000, tokenizer=None,
-                max_lines=static_checks.DEFAULT_MAX_LINES, prompt_only=False, edit_scope="any"):
+                max_lines=static_checks.DEFAULT_MAX_LINES, prompt_only=False, edit_scope="any",
+                hosts=None):
   """Asks the proposer for one candidate derived from incumbent; returns (Harness|None, record).
   edit_scope: what a candidate may change (search/edit_scope.py); one out of scope is refused
-  (archived as rejected, reason edit_scope) like one that fails a static check."""
-  archive = archive_lib.Archive(archive_dir)
+  (archived as rejected, reason edit_scope) like one that fails a static check.
+  hosts: as meta_harness.search's (host 0 writes the archive; the hosts meet at a barrier
+  before the context is built, so host 0 reads every host's trace shards)."""
+  hosts = hosts or sharding.SINGLE
+  archive = archive_lib.Archive(archive_dir, hosts.index, hosts.count)
   episodes = list(episodes)
   if not archive.candidates:
     archive.add(archive_lib.Candidate(
@@ -57,6 +62,7 @@ def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration
       proposal = proposal_lib.Proposal.from_json(saved["proposal"])
       meta = saved
     else:
+      sharding.barrier(hosts)
       context = context_lib.build_context(
           archive, parent.id, domain.name, domain.description, iteration,
           context_budget_tokens, tokenizer=tokenizer, prompt_only=prompt_only,
@@ -68,7 +74,7 @@ def propose_one(incumbent, proposer, domain, archive_dir, episodes=(), iteration
       meta = {"proposal": proposal.to_json(), "instruction_version": context.instruction_version,
               "instruction_hash": context.instruction_hash}
       if not proposal.call_failed:
-        archive_lib.write_json_atomically(archive.path(PROPOSAL_FILE), meta)
+        archive.write_json(archive.path(PROPOSAL_FILE), meta)
     prepared = candidate_check.prepare_candidate(
         proposal, incumbent.source, domain.allowed_imports, max_lines,
         prompt_only_reference=incumbent.source if prompt_only else None,

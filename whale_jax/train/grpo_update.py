@@ -167,7 +167,7 @@ def ppo_steps(state, train_step, minibatches, ppo_epochs, seed=None):
 
 
 def update(state, train_step, samples, grpo_config, logprobs_fn, reference_logprobs_fn=None,
-           *, row_length, samples_per_step, row_multiple=1, seed=None):
+           *, row_length, samples_per_step, row_multiple=1, seed=None, minibatches=None):
   """All GRPO updates for one batch of rollouts (module docstring); returns (state, history).
 
   Args:
@@ -179,15 +179,18 @@ def update(state, train_step, samples, grpo_config, logprobs_fn, reference_logpr
     reference_logprobs_fn: batch -> [B, T]; required when grpo_config.uses_reference.
     row_length, samples_per_step, row_multiple: packing (see pack_minibatches).
     seed: shuffles samples into minibatches and minibatch order per pass; None = in order.
+    minibatches: [(batch, sample indices)] packed already, step 1 done by the caller (a
+      multi-host trainer packs each host's part of every minibatch); samples is then unused.
   """
   if grpo_config.uses_reference and reference_logprobs_fn is None:
     raise ValueError(f"config.training.grpo.kl_weight={grpo_config.kl_weight} (keep_reference="
                      f"{grpo_config.keep_reference}) needs a reference: pass "
                      "reference_logprobs_fn=make_reference_logprobs_fn(...).")
-  if not samples:
-    return state, []
-  num_minibatches = num_minibatches_for(grpo_config, len(samples), samples_per_step)
-  minibatches = pack_minibatches(samples, num_minibatches, row_length, row_multiple, seed)
+  if minibatches is None:
+    if not samples:
+      return state, []
+    num_minibatches = num_minibatches_for(grpo_config, len(samples), samples_per_step)
+    minibatches = pack_minibatches(samples, num_minibatches, row_length, row_multiple, seed)
   attach_old_logprobs(minibatches, state["params"], logprobs_fn,
                       grpo_config.old_logprobs_source)
   if grpo_config.uses_reference:
