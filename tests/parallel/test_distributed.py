@@ -103,6 +103,16 @@ def test_preflight_names_hosts_with_other_versions(tmp_path):
     assert result["preflight"].startswith("Hosts [1] run different package versions")
 
 
+def _assert_each_host_did_its_own_work(single, first, second):
+  """Each host verified only the episodes it ran (together, what one process verified), and
+  what crossed for episodes was numbers: at most 48 bytes each plus a header per gather."""
+  assert first["verified"] + second["verified"] == single["verified"] > 0
+  for result in (first, second):
+    assert 0 < result["verified"] <= result["local_episodes"]
+    assert result["episode_bytes"] <= (48 * result["local_episodes"] +
+                                       160 * result["episode_gathers"]), result
+
+
 @pytest.mark.slow
 def test_two_processes_run_a_recipe_like_one(tmp_path):
   """The tiny WHALE recipe on a mesh over two processes: each host runs about half of the
@@ -124,13 +134,7 @@ def test_two_processes_run_a_recipe_like_one(tmp_path):
     assert summary[key] == reference[key], key
   np.testing.assert_allclose([value for _, value in summary["curve"]],
                              [value for _, value in reference["curve"]], atol=1e-9)
-  # Each host verified only the episodes it ran; together, what one process verified.
-  assert first["verified"] + second["verified"] == single["verified"] > 0
-  for result in (first, second):
-    assert 0 < result["verified"] <= result["local_episodes"]
-    # What crossed for episodes: numbers, at most 48 bytes each plus a header per gather.
-    assert result["episode_bytes"] <= (48 * result["local_episodes"] +
-                                       160 * result["episode_gathers"]), result
+  _assert_each_host_did_its_own_work(single, first, second)
   assert second["planted"] > 0 and first["marker_found"] > 0 and first["archives"] > 0
   # The archives and the gate log exist once, in the workdir (no per-host copies).
   assert not (tmp_path / "two" / "hosts").exists()
@@ -151,10 +155,6 @@ def test_two_processes_run_vace_like_one(tmp_path):
     assert summary[key] == reference[key], key
   np.testing.assert_allclose([value for _, value in summary["curve"]],
                              [value for _, value in reference["curve"]], atol=1e-9)
-  assert first["verified"] + second["verified"] == single["verified"] > 0
-  for result in (first, second):
-    assert 0 < result["verified"] <= result["local_episodes"]
-    assert result["episode_bytes"] <= (48 * result["local_episodes"] +
-                                       160 * result["episode_gathers"]), result
+  _assert_each_host_did_its_own_work(single, first, second)
   assert second["planted"] > 0 and first["marker_found"] > 0
   assert not (tmp_path / "two" / "hosts").exists()

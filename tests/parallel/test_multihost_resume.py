@@ -18,6 +18,9 @@ import time
 
 import pytest
 
+from tests.algorithms.test_resume import _harness_candidate_archived
+from tests.algorithms.test_resume import _weight_step_logged
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VOLATILE = ("seconds", "duration", "wall", "started", "load", "bytes")
 
@@ -75,20 +78,6 @@ def _run_until(workdir, condition, victim=1, timeout_seconds=1200):
     for p in processes:
       if p.poll() is None:
         p.kill()
-
-
-def _weight_step_logged(step):
-  def condition(workdir):
-    path = os.path.join(workdir, "metrics.jsonl")
-    if not os.path.exists(path):
-      return False
-    return any(json.loads(line).get("weight_step") == step
-               for line in open(path) if line.endswith("\n"))
-  return condition
-
-
-def _harness_candidate_archived(workdir):
-  return os.path.isdir(os.path.join(workdir, "archive", "cycle_000", "candidates", "c0000"))
 
 
 def _strip(value):
