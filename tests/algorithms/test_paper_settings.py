@@ -170,7 +170,6 @@ def test_one_word_switches_the_proposer_and_the_context_budget_reaches_the_searc
                  counts=None, state=None, search_context_tokens=1234, search_max_lines=77)
   monkeypatch.setattr(loop, "make_evaluate", lambda run: None)
   monkeypatch.setattr(loop.Run, "splits", {"harness": []})
-  monkeypatch.setattr(loop.Run, "host_dir", str(tmp_path))
   with pytest.raises(StopIteration):
     loop.harness_search(run, None, "whale_cycle_000")
   assert seen["context_budget_tokens"] == 1234 and seen["max_lines"] == 77

@@ -10,11 +10,14 @@ Results go to OUT_JSON; NUM_PROCESSES=1 gives the single-process reference. With
 fingerprint text for the preflight check) only the preflight and broadcast run. With EXTRA
 "recipe=WORKDIR" the process runs the tiny WHALE recipe (tests/algorithms/tiny.py) through
 experiment.run on a mesh over all processes' devices instead, and reports its summary and how
-many episodes this host ran.
+many episodes this host ran; "vace=WORKDIR" the tiny VACE recipe, "hl=WORKDIR" Harness
+Learning's smoke config (configs/harness_learning.py:smoke), likewise.
 """
+import hashlib
 import json
 import os
 import pathlib
+import re
 import sys
 
 NUM_DEVICES = 4
@@ -59,9 +62,10 @@ def main():
     result["preflight"] = "ok"
   except RuntimeError as error:
     result["preflight"] = str(error)
-  if extra.startswith("recipe=") or extra.startswith("vace="):
+  if extra.split("=")[0] in ("recipe", "vace", "hl"):
     recipe, workdir = extra.split("=", 1)
-    result.update(run_recipe(workdir, "whale" if recipe == "recipe" else "vace"))
+    result.update(run_recipe(workdir, {"recipe": "whale", "vace": "vace",
+                                       "hl": "harness_learning"}[recipe]))
     _finish(result, out_path, num_processes)
     return
   if extra == "policy":
@@ -189,21 +193,35 @@ def run_handoff():
 
 
 def run_recipe(workdir, recipe="whale"):
-  """A tiny recipe (WHALE or VACE) on a (data=2, fsdp=2) mesh; its summary, this host's
-  episodes and verify calls, the bytes it passed to all-gathers, and, on host 0, how many of
-  the markers host 1 planted in its episodes' stdout host 0 reads back: in its archive view
-  (WHALE: the harness search's traces) or in the VACE block files (all from the shards)."""
+  """A tiny recipe (WHALE, VACE or Harness Learning) on a (data=2, fsdp=2) mesh; its summary,
+  this host's episodes and verify calls, the bytes it passed to all-gathers, and, on host 0,
+  how many of the markers host 1 planted in its episodes' stdout host 0 reads back: in its
+  archive view and the folder a CLI agent is given (WHALE: the harness search's traces;
+  Harness Learning: every revision's archive) or in the VACE block files (all from the
+  shards); for Harness Learning also the markers in the proposer contexts each host built."""
   sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+  from configs import harness_learning as harness_learning_configs  # pylint: disable=g-import-not-at-top
   from tests.algorithms import tiny  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import experiment  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import hosts  # pylint: disable=g-import-not-at-top
   from whale_jax.harness import trajectory as trajectory_lib  # pylint: disable=g-import-not-at-top
   from whale_jax.search import archive as archive_lib  # pylint: disable=g-import-not-at-top
   from whale_jax.search import archive_view  # pylint: disable=g-import-not-at-top
+  from whale_jax.search import revision as revision_lib  # pylint: disable=g-import-not-at-top
   from whale_jax.tasks import domain as domain_lib  # pylint: disable=g-import-not-at-top
 
   counters = {"verified": 0, "gathers": 0, "gathered_bytes": 0, "episode_gathers": 0,
-              "episode_bytes": 0, "planted": 0}
+              "episode_bytes": 0, "planted": 0, "context_markers": [], "contexts": [], "planted_markers": []}
+  revision_context = revision_lib.revision_context
+
+  def watched_context(*args, **kwargs):
+    context, archive, report = revision_context(*args, **kwargs)
+    text = "".join(str(m["content"]) for m in context.messages)
+    counters["context_markers"] += re.findall(r"MARKER-[0-9a-f]+-\d+", text)
+    counters["contexts"].append(hashlib.sha256(text.encode()).hexdigest()[:12])
+    return context, archive, report
+
+  revision_lib.revision_context = watched_context
   verify_episodes = domain_lib.verify_episodes
 
   def counting_verify(domain, instances, answers, trajectories):
@@ -229,15 +247,27 @@ def run_recipe(workdir, recipe="whale"):
   def build_and_watch(*args, **kwargs):
     run = build_run(*args, **kwargs)
     runs.append(run)
-    if jax.process_index() == 1:  # a marker in every episode host 1 runs
+    # WHALE, VACE: a marker in the stdout of every episode host 1 runs. Harness Learning:
+    # every host (one process too) marks the replies of every episode it runs with the
+    # episode's harness and seed, which the execution reports show: the same text whichever
+    # host ran it, so 1 and 2 processes build the same proposer contexts.
+    if jax.process_index() == 1 or recipe == "harness_learning":
       inner = hosts.local_runtime(run.runtime)
       run_many = inner.run_many
 
       def planted(batches):
+        batches = [(harness, list(episodes)) for harness, episodes in batches]
         results = run_many(batches)
-        for batch in results:
-          for trajectory in batch:
-            trajectory.stdout += f" MARKER-host1-{trajectory.task_id}"
+        for (harness, episodes), batch in zip(batches, results):
+          for episode, trajectory in zip(episodes, batch):
+            if recipe == "harness_learning":
+              marker = f"MARKER-{harness.hash[:8]}-{episode.sampling.seed}"
+              counters["planted_markers"].append(marker)
+              for call in trajectory.calls:
+                for completion in call.completions:
+                  completion.text += f" {marker}"
+            else:
+              trajectory.stdout += f" MARKER-host1-{trajectory.task_id}"
             counters["planted"] += 1
         return results
 
@@ -245,13 +275,25 @@ def run_recipe(workdir, recipe="whale"):
     return run
 
   experiment.build_run = build_and_watch
-  config = tiny.tiny_config(recipe)
+  if recipe == "harness_learning":
+    config = harness_learning_configs.get_config("smoke")
+    # room in the proposer's context for the execution report's episodes (smoke's budget
+    # leaves none for them; byte tokens)
+    config.harness_learning.context_budget_tokens = 5000
+    config.harness_learning.proposer_training.row_length = 6144
+    config.harness_learning.proposer_training.sampler.max_cache_length = 6144
+  else:
+    config = tiny.tiny_config(recipe)
   config.mesh = dict(data=2, fsdp=2)
   summary = experiment.run(config, workdir, show_progress=False)
   (run,) = runs
   sharded = isinstance(run.runtime, hosts.ShardedRuntime)
-  found = 0
+  found = folder_found = 0
+  folder_markers = set()
   archives = sorted(pathlib.Path(workdir, "archive").glob("*"))
+  if recipe == "harness_learning":
+    archives = sorted(path.parent for path in  # the adaptation rounds' (run.domain's tasks)
+                      pathlib.Path(workdir, "harness_learning").glob("adapt_*/*/candidates"))
   if jax.process_index() == 0 and recipe == "vace":
     steps = {str(path).split(".host_")[0] + ".jsonl.gz"
              for path in pathlib.Path(workdir, "vace").glob("cycle_*/step_*.jsonl.gz")}
@@ -261,11 +303,20 @@ def run_recipe(workdir, recipe="whale"):
   elif jax.process_index() == 0:
     for directory in archives:
       view = archive_view.build_view(archive_lib.Archive(directory), "d", "description",
-                                     run.splits["harness"])
+                                     run.splits["harness"] + run.splits["validation"])
       found += len(view.grep("MARKER-host1"))
+      folder = pathlib.Path(workdir, "cli_folder", *directory.relative_to(workdir).parts)
+      view.write_to(str(folder))  # what a CLI coding agent is given
+      for path in folder.rglob("*"):
+        if path.is_file():
+          folder_markers.update(re.findall(r"MARKER-[0-9a-f]+-\d+",
+                                           path.read_text(errors="replace")))
+      folder_found += sum(path.read_text(errors="replace").count("MARKER-host1")
+                          for path in folder.rglob("*") if path.is_file())
   return {"summary": summary, "sharded": sharded, "archives": len(archives),
           "local_episodes": run.runtime.local_episodes if sharded else None,
-          "marker_found": found, **counters}
+          "marker_found": found, "folder_marker_found": folder_found,
+          "folder_markers": sorted(folder_markers), **counters}
 
 
 def _finish(result, out_path, num_processes):

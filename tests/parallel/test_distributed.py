@@ -136,6 +136,7 @@ def test_two_processes_run_a_recipe_like_one(tmp_path):
                              [value for _, value in reference["curve"]], atol=1e-9)
   _assert_each_host_did_its_own_work(single, first, second)
   assert second["planted"] > 0 and first["marker_found"] > 0 and first["archives"] > 0
+  assert first["folder_marker_found"] >= first["marker_found"]  # the CLI agent's folder too
   # The archives and the gate log exist once, in the workdir (no per-host copies).
   assert not (tmp_path / "two" / "hosts").exists()
 
@@ -157,4 +158,38 @@ def test_two_processes_run_vace_like_one(tmp_path):
                              [value for _, value in reference["curve"]], atol=1e-9)
   _assert_each_host_did_its_own_work(single, first, second)
   assert second["planted"] > 0 and first["marker_found"] > 0
+  assert not (tmp_path / "two" / "hosts").exists()
+
+
+@pytest.mark.slow
+def test_two_processes_run_harness_learning_like_one(tmp_path):
+  """Harness Learning's smoke run (demonstrations, SFT, one proposer GRPO step, two
+  adaptation rounds) on two processes: its revision evaluations are split like every other
+  evaluation (each host verifies its own episodes, numbers cross), the same proposer
+  contexts, choices and counts as one process, the archives and demonstrations written once
+  in the workdir, and the episodes host 1 ran read back from its trace shards into every
+  host's proposer contexts and into host 0's archive view and CLI folder."""
+  (single,) = run_processes(tmp_path, 1, extras=(f"hl={tmp_path / 'one'}",), timeout=1200)
+  first, second = run_processes(tmp_path, 2, extras=(f"hl={tmp_path / 'two'}",) * 2,
+                                timeout=1200)
+  assert first["summary"] == second["summary"]
+  summary, reference = first["summary"], single["summary"]
+  for key in ("counts", "adaptation", "final_test_mean", "incumbent_hash", "demonstrations",
+              "proposer_updates", "proposer_prompt_tokens", "proposer_completion_tokens"):
+    assert summary[key] == reference[key], key
+  counts = summary["counts"]
+  episodes = counts["weight"] + counts["harness"] + counts["evaluation"]
+  assert first["local_episodes"] + second["local_episodes"] == episodes
+  _assert_each_host_did_its_own_work(single, first, second)
+  # The same contexts on every host and in one process (each episode carries a marker of its
+  # harness and seed, whichever host ran it), showing episodes of host 1 on both hosts.
+  assert first["contexts"] == second["contexts"] == single["contexts"] != []
+  assert first["context_markers"] == second["context_markers"] == single["context_markers"]
+  assert sorted(first["planted_markers"] + second["planted_markers"]) == sorted(
+      single["planted_markers"]) and len(single["planted_markers"]) == episodes
+  mine, theirs = set(first["planted_markers"]), set(second["planted_markers"])
+  assert set(first["context_markers"]) - mine and set(first["context_markers"]) - mine <= theirs
+  assert set(first["folder_markers"]) - mine and set(first["folder_markers"]) - mine <= theirs
+  assert first["archives"] > 0
+  assert (tmp_path / "two" / "harness_learning" / "demonstrations.jsonl").exists()
   assert not (tmp_path / "two" / "hosts").exists()

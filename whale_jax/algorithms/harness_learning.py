@@ -122,6 +122,7 @@ from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import samples as samples_lib
 from whale_jax.harness import Harness
 from whale_jax.parallel import rules
+from whale_jax.rollouts import sharding
 from whale_jax.search import revision as revision_lib
 from whale_jax.sampling import SamplingParams
 from whale_jax.tasks import seed_harnesses
@@ -295,16 +296,17 @@ def held_out(domain):
 
 
 def _evaluate(run, domain):
-  """The evaluate function of the revision steps. On a multi-host run it runs on this host's
-  own runtime (hosts.local_runtime): the revision steps evaluate replies from several threads
-  and build execution reports from full trajectories, so each host runs its own copy of these
-  episodes (same seeds, same results) instead of sharing them; not split across hosts yet."""
-  return search_evaluation.make_evaluate(hosts.local_runtime(run.runtime), domain,
-                                         run.sampling, weights_id=run.policy.weights_id)
+  """The evaluate function of the revision steps, on run.runtime: on a multi-host run the
+  collector splits every evaluation over the hosts (each runs and verifies its own episodes)
+  and the execution reports are read from the trace shards (search/revision.py)."""
+  return search_evaluation.make_evaluate(run.runtime, domain, run.sampling,
+                                         weights_id=run.policy.weights_id)
 
 
 def _directory(run, *parts):
-  return os.path.join(run.host_dir, "harness_learning", *parts)
+  """workdir/harness_learning/...: one folder for every host (host 0 writes the archives and
+  demonstrations, each host its trace shards)."""
+  return os.path.join(run.workdir, "harness_learning", *parts)
 
 
 def _notes(run):
@@ -321,7 +323,8 @@ def _training_context(run, hl_config, proposer, domain, current, diagnostic, sco
   context, archive, report = revision_lib.revision_context(
       directory, domain, current, diagnostic, evaluate, run.loop.seed, iteration,
       hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind, hl_config.rewards,
-      search_answers=hl_config.search_answers, held_out=held_out(domain))
+      search_answers=hl_config.search_answers, held_out=held_out(domain),
+      hosts=loop.hosts_of(run))
   rollouts, baseline = report.rollouts, None
   if need_baseline and scoring is diagnostic:
     baseline = report.success_rate
@@ -357,7 +360,8 @@ def collect_demonstrations(run, hl_config, proposer, teachers, domains):
         _directory(run, "demonstrations", f"context_{index:04d}"), index + 2, True)
     new_rows, revisions, more = revision_lib.teacher_demonstrations(
         context, teachers, hl_config.teacher_candidates, hl_config.kind, domain, scoring,
-        _evaluate(run, domain), run.loop.seed, baseline, archive, hl_config.rewards)
+        _evaluate(run, domain), run.loop.seed, baseline, archive, hl_config.rewards,
+        loop.hosts_of(run))
     run.counts.add("harness", rollouts + more)
     rows += new_rows
     _carry(hl_config, carried, domain, revisions, baseline)
@@ -365,8 +369,10 @@ def collect_demonstrations(run, hl_config, proposer, teachers, domains):
                 domain=domain.name, baseline=baseline, teacher_proposals=len(revisions),
                 demonstrations=len(new_rows),
                 best_score=max((r.score for r in revisions), default=0.0))
-  path = _directory(run, DEMONSTRATIONS_FILE)
-  atomic_files.write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+  if jax.process_index() == 0:
+    atomic_files.write_text(_directory(run, DEMONSTRATIONS_FILE),
+                            "".join(json.dumps(row) + "\n" for row in rows))
+  sharding.barrier(loop.hosts_of(run))  # written before any host reads it
   _notes(run).demonstrations = len(rows)
   return rows
 
@@ -426,7 +432,7 @@ def grpo_step(run, hl_config, proposer, domains, step):
     revisions, used = revision_lib.judge_replies(
         [completion.text for completion in group], hl_config.kind, context.incumbent.source,
         domain, scoring, _evaluate(run, domain), run.loop.seed, archive, hl_config.rewards,
-        [proposer.policy.weights_id] * len(group))
+        [proposer.policy.weights_id] * len(group), loop.hosts_of(run))
     rollouts += used
     all_revisions.append(revisions)
     _carry(hl_config, carried, domain, revisions, baseline)
@@ -489,12 +495,12 @@ def adapt(run, hl_config, proposer, stage, rule):
     report = None
     if shared and state.report is not None:
       report = revision_lib.archived_evaluation(
-          os.path.join(run.workdir, state.report[0]), state.report[1])
+          os.path.join(run.workdir, state.report[0]), state.report[1], loop.hosts_of(run))
     context, archive, report = revision_lib.revision_context(
         directory, run.domain, state.current, diagnostic, evaluate, seed, index + 2,
         hl_config.context_budget_tokens, proposer.tokenizer, hl_config.kind,
         hl_config.rewards, report=report, search_answers=hl_config.search_answers,
-        held_out=held_out(run.domain))
+        held_out=held_out(run.domain), hosts=loop.hosts_of(run))
     rollouts = report.rollouts
     if state.current_score is None:
       if shared:
@@ -510,7 +516,7 @@ def adapt(run, hl_config, proposer, stage, rule):
     revisions, used = revision_lib.judge_replies(
         [c.text for c in completions], hl_config.kind, state.current, run.domain, scoring,
         evaluate, seed, archive, hl_config.rewards,
-        [proposer.policy.weights_id] * len(completions))
+        [proposer.policy.weights_id] * len(completions), loop.hosts_of(run))
     run.counts.add("harness", rollouts + used)
     chosen = None if on_test else revision_lib.select(rule, revisions, state.current_score)
     if on_test:
@@ -611,7 +617,8 @@ def _run_phases(run, hl_config, proposer, domain_section):
   while state.phase != "done":
     phase = state.phase
     if phase == "demonstrations":
-      teachers = [builders.build_proposer(section, run.policy, run.tokenizer)
+      teachers = [hosts.on_host_zero(builders.build_proposer(section, run.policy,
+                                                             run.tokenizer))
                   for section in hl_config.teachers]
       collect_demonstrations(run, hl_config, proposer, teachers,
                              training_domains(run, domain_section, hl_config.sft_domains))

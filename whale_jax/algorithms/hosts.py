@@ -14,8 +14,7 @@ the global mesh; the host-side work around them is split like this:
                               evaluations all go through it; each host trains on the samples of
                               the episodes it ran (Policy.train), placed in a global order.
   local_runtime(runtime)      this host's own runtime: episodes that stay on one host (the
-                              coding agent's `run` drafts on host 0, Harness Learning's revision
-                              evaluations on each host).
+                              coding agent's `run` drafts on host 0).
   HostZeroProposer(proposer)  propose(context, n): host 0 asks the proposer (a model, an
                               endpoint, the edit library, a coding agent) and its proposals are
                               broadcast, so the hosts evaluate the same candidates. Host 0 reads
@@ -146,3 +145,9 @@ def for_processes(runtime, proposer):
   if jax.process_count() == 1:
     return runtime, proposer
   return ShardedRuntime(runtime), HostZeroProposer(proposer)
+
+
+def on_host_zero(proposer):
+  """proposer as a multi-host run asks it (HostZeroProposer: on host 0, its proposals
+  broadcast, e.g. Harness Learning's teachers); unchanged on a single host."""
+  return proposer if jax.process_count() == 1 else HostZeroProposer(proposer)

@@ -37,7 +37,6 @@ import os
 import time
 
 from absl import logging
-import jax
 import numpy as np
 import tqdm
 
@@ -255,14 +254,6 @@ class Run:
   @property
   def splits(self):
     return self.domain.splits()
-
-  @property
-  def host_dir(self):
-    """Where Harness Learning keeps its archives on this host: the workdir on host 0,
-    workdir/hosts/host_<i> on host i of a multi-host run. (WHALE's and VACE's archives and
-    gate log exist once, in the workdir, written by host 0: see harness_search and gate.)"""
-    index = jax.process_index()
-    return self.workdir if index == 0 else os.path.join(self.workdir, "hosts", f"host_{index}")
 
 
 

@@ -22,6 +22,11 @@ reply of the context (common random numbers); identical programs are evaluated o
 judged reply is added to the archive (c0001, ...), so the directory is the record of the
 revision.
 
+On a multi-host run (hosts: a rollouts.sharding.HostGroup, from the evaluate function's
+runtime) the episodes are split over the hosts by the collector; host 0 writes the archive
+and every host writes the trace shard of the episodes it ran (archive.Archive); the hosts
+meet at a barrier before a context is read from the shards, so each builds the same context.
+
 Each judged reply gets its reward from whale_jax.search.reward (SPEC 3.3: the score plus an
 executability bonus). A reply is `runnable` when it ran and completed (completed_fraction >=
 min_completed_fraction).
@@ -36,7 +41,6 @@ What a revision feeds (SPEC 3.3-3.4):
   prompt_ids(tokenizer, messages)   the proposer's prompt for a context.
 """
 import ast
-import concurrent.futures
 import dataclasses
 import re
 import shutil
@@ -48,6 +52,7 @@ from whale_jax.harness import patches
 from whale_jax.harness import program
 from whale_jax.harness import static_checks
 from whale_jax.rollouts import collector
+from whale_jax.rollouts import sharding
 from whale_jax.search import archive as archive_lib
 from whale_jax.search import archive_view
 from whale_jax.search import candidate_check
@@ -187,7 +192,7 @@ def _gold_strings(instances):
 
 def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, seed, iteration,
                      budget_tokens, tokenizer=None, kind="patch", config=reward_lib.RewardConfig(),
-                     report=None, search_answers="none", held_out=()):
+                     report=None, search_answers="none", held_out=(), hosts=sharding.SINGLE):
   """The proposer's context for revising current_source; returns (context, archive, report).
 
   Args:
@@ -203,6 +208,7 @@ def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, 
       among them never shows its reference, and their gold answers (what "answers" would
       show of their references; not the public question a reference may repeat) are
       withheld wherever an episode would show them (context.build_context's withheld).
+    hosts: the HostGroup sharing the archive (module docstring).
   Returns:
     the ProposerContext, the Archive (holding c0000) and the report (its .rollouts were run now).
   """
@@ -211,8 +217,11 @@ def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, 
   references = {instance.id: archive_view.shown_reference(instance, search_answers)
                 for instance in diagnostic
                 if instance.id not in held_out_ids and search_answers != "none"}
-  shutil.rmtree(archive_dir, ignore_errors=True)
-  archive = archive_lib.Archive(archive_dir)
+  if hosts.index == 0:
+    shutil.rmtree(archive_dir, ignore_errors=True)
+  sharding.barrier(hosts)  # removed before any host opens it ...
+  archive = archive_lib.Archive(archive_dir, hosts.index, hosts.count)
+  sharding.barrier(hosts)  # ... and opened, empty, by every host before host 0 writes c0000
   harness = program.Harness(current_source, origin="incoming")
   if report is None:
     report = evaluation_lib.as_evaluation(
@@ -222,6 +231,7 @@ def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, 
       id=archive.next_id(), iteration=1, index=0, hash=harness.hash, parent=None,
       origin="incoming", status="evaluated", weights_id=getattr(evaluate, "weights_id", None)),
       source=current_source, evaluation=report)
+  sharding.barrier(hosts)  # every host's trace shard of c0000 is on disk before it is read
   system = instructions(kind, domain.allowed_imports, config.max_lines)
   # build_context budgets for its own (longer) system message; the difference goes to the
   # report sections, and the shorter system message then makes the total fit the budget.
@@ -241,24 +251,37 @@ def revision_context(archive_dir, domain, current_source, diagnostic, evaluate, 
   return context, archive, report
 
 
-def archived_evaluation(archive_dir, candidate_id):
-  """The Evaluation stored with an archived candidate (rollouts 0), or None."""
-  archive = archive_lib.Archive(archive_dir)
+def archived_evaluation(archive_dir, candidate_id, hosts=sharding.SINGLE):
+  """The Evaluation stored with an archived candidate (rollouts 0), or None.
+
+  Its trajectories follow the candidate's examples (the trace shards of a multi-host run
+  list them host by host). On a multi-host run host 0 holds them all and the other hosts
+  their numbers (sharding.EpisodeRecord), so an archive it is added to again gets each
+  episode's trace once.
+  """
+  archive = archive_lib.Archive(archive_dir, hosts.index, hosts.count)
   examples = archive.examples(candidate_id)
   if not examples:
     return None
-  trajectories = archive.trajectories(candidate_id)
+  by_task = {}
+  for trajectory in archive.trajectories(candidate_id):
+    by_task.setdefault(trajectory.task_id, []).append(trajectory)
+  trajectories = [by_task[row["task_id"]].pop(0) for row in examples]
+  if hosts.index:
+    trajectories = [sharding.EpisodeRecord.of(t, host=0) for t in trajectories]
   return collector.Evaluation(
       tuple(row["task_id"] for row in examples), tuple(row["sample_key"] for row in examples),
       tuple(row["score"] for row in examples), tuple(trajectories), rollouts=0)
 
 
 def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed, archive,
-                  config=reward_lib.RewardConfig(), proposers=None, max_concurrent_evaluations=8):
+                  config=reward_lib.RewardConfig(), proposers=None, hosts=sharding.SINGLE):
   """Checks, evaluates and rewards each reply; returns ([Revision], rollouts run).
 
-  Candidates that may run are evaluated concurrently (max_concurrent_evaluations at once),
-  each distinct program once; every reply is added to the archive in order.
+  Candidates that may run are evaluated together (evaluation.evaluate_many: every episode in
+  flight at once, one exchange of numbers on a multi-host run), each distinct program once;
+  every reply is added to the archive in order, and the hosts meet once every trace shard
+  is on disk.
   """
   proposers = list(proposers or [""] * len(replies))
   keys = evaluation_lib.sample_keys(scoring, seed)
@@ -268,14 +291,10 @@ def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed
   for _, prepared, _ in checked:
     if prepared is not None and prepared.ok:
       to_run.setdefault(program.content_hash(prepared.source), prepared.source)
-  evaluations = {}
-  if to_run:
-    def run_one(source):
-      harness = program.Harness(source, parent=program.content_hash(current_source))
-      return evaluation_lib.as_evaluation(evaluate(harness, scoring, keys), scoring, keys)
-    with concurrent.futures.ThreadPoolExecutor(
-        min(len(to_run), max_concurrent_evaluations)) as pool:
-      evaluations = dict(zip(to_run, pool.map(run_one, to_run.values())))
+  parent_hash = program.content_hash(current_source)
+  evaluations = dict(zip(to_run, evaluation_lib.evaluate_many(
+      evaluate, [(program.Harness(source, parent=parent_hash), scoring, keys)
+                 for source in to_run.values()])))
   rollouts = sum(evaluation.rollouts for evaluation in evaluations.values())
   parent = archive.candidates[0]
   revisions = []
@@ -309,6 +328,7 @@ def judge_replies(replies, kind, current_source, domain, scoring, evaluate, seed
         ran=evaluation is not None, completed_fraction=completed, score=score, reward=value,
         runnable=evaluation is not None and completed >= config.min_completed_fraction,
         source=source, reasons=reasons, candidate_id=record.id, hypothesis=proposal.hypothesis))
+  sharding.barrier(hosts)  # every host's trace shards are on disk before any is read
   return revisions, rollouts
 
 
@@ -346,7 +366,8 @@ def teacher_reply(proposal, kind, current_source, allowed_imports, max_lines):
 
 
 def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scoring, evaluate,
-                           seed, baseline, archive, rewards=reward_lib.RewardConfig()):
+                           seed, baseline, archive, rewards=reward_lib.RewardConfig(),
+                           hosts=sharding.SINGLE):
   """Teacher proposals for one context, judged; the ones that raised the score as rows.
 
   Returns:
@@ -369,7 +390,8 @@ def teacher_demonstrations(context, teachers, num_proposals, kind, domain, scori
                                    rewards.max_lines))
       names.append(proposal.proposer or getattr(teacher, "name", ""))
   revisions, rollouts = judge_replies(
-      replies, kind, current_source, domain, scoring, evaluate, seed, archive, rewards, names)
+      replies, kind, current_source, domain, scoring, evaluate, seed, archive, rewards, names,
+      hosts)
   rows = [{"domain": domain.name, "messages": [dict(m) for m in context.messages],
            "reply": revision.reply, "proposer": revision.proposer, "score": revision.score,
            "baseline": baseline, "candidate": revision.candidate_id}
