@@ -22,6 +22,11 @@ Programs:
              max_prefill_tokens, capped at the cache length
   decode     the sampler's decode call: max_slots slots, max_cache_length cache,
              steps_per_call steps
+  handoff    on a topology of several hosts: the trainer-to-sampler weight handoff after a
+             weight step (parallel/handoff.py), the resharding of the train state's params
+             from the training layout to the sampler's, replicated over hosts; its "params"
+             column is what a chip holds for its sampler, "resident" the optimizer state that
+             stays, and the line under the table what the chip receives per weight step
   proposer_* the same for config.harness_learning's proposer model, when it trains one
 
 The batch of a train step is the worst case of algorithms/policy.py's packing:
@@ -87,7 +92,7 @@ device_description_str: "NVIDIA H100 80GB HBM3"
 """}
 MIN_HEADROOM = 0.10  # a program "fits" with at least this fraction of HBM free
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
-PROGRAMS = ("rsft", "grpo", "reference", "prefill", "decode")
+PROGRAMS = ("rsft", "grpo", "reference", "prefill", "decode", "handoff")
 _TRAIN_PROGRAMS = ("rsft", "grpo")
 
 
@@ -106,6 +111,7 @@ class Result:
   collectives: dict = dataclasses.field(default_factory=dict)
   error: str = ""
   advice: str = ""
+  note: str = ""  # a line printed under the table (the handoff's bytes per chip)
   compiled: bool = True  # False: --sizes_only, peak_bytes is only the arguments (a lower bound)
 
   @property
@@ -404,7 +410,43 @@ def sampler_program(setup, which, name=None):
                     stop_early, Layout(), compile_it=setup.compile)
 
 
+def num_hosts(mesh):
+  """How many processes (hosts) the mesh's devices belong to."""
+  return len({device.process_index for device in mesh.devices.flat})
+
+
+def handoff_program(setup, name="handoff"):
+  """The trainer-to-sampler weight handoff (parallel/handoff.make_handoff's resharding, as one
+  jitted identity from the training shardings to the sampler's on the mesh seen as [hosts,
+  data, fsdp, tensor]), compiled. params_bytes: what a chip holds after it; note: that, its
+  trainer shard before (parallel/handoff.handoff_bytes_per_chip) and their difference, the
+  least a chip receives per weight step."""
+  from whale_jax.models import decoder
+  from whale_jax.parallel import handoff as handoff_lib
+  model_config, mesh = setup.model_config, setup.mesh
+  state = train_state.abstract(model_config, optimizer_lib.make(setup.training.optimizer),
+                               mesh, rules_lib.TRAIN_RULES)
+  params = state["params"]
+  logical = decoder.logical_axes(model_config)
+  held, before = handoff_lib.handoff_bytes_per_chip(params, logical, mesh,
+                                                    rules_lib.TRAIN_RULES,
+                                                    rules_lib.SAMPLE_RULES)
+  target = rules_lib.shardings(logical, handoff_lib.hosts_mesh(mesh), rules_lib.SAMPLE_RULES)
+  params = jax.tree.map(lambda leaf, out: jax.ShapeDtypeStruct(
+      leaf.shape, leaf.dtype, sharding=handoff_lib.as_target_order(leaf.sharding, out)),
+                        params, target)
+  result = Result(name, params_bytes=held, resident_bytes=per_chip_bytes(state["opt_state"]),
+                  hbm_bytes=setup.hbm_bytes)
+  result.note = (f"{name}: per weight step a chip goes from its trainer shard of the weights "
+                 f"({_gib(before)} GiB) to its sampler's copy ({_gib(held)} GiB) over "
+                 f"{num_hosts(mesh)} hosts: it receives at least {_gib(held - before)} GiB")
+  return _compile(result, jax.jit(lambda tree: tree, out_shardings=target), params,
+                  compile_it=setup.compile)
+
+
 def build_program(setup, program, name=None):
+  if program == "handoff":
+    return handoff_program(setup, name or program)
   if program in _TRAIN_PROGRAMS:
     return train_program(setup, program, name)
   if program == "reference":
@@ -502,7 +544,8 @@ RSFT_RECIPES = ("whale", "whale_adaptive", "fst")
 def default_programs(config, setup):
   """The programs a run of config uses: the solver's train step (RSFT or GRPO by recipe and
   config.baseline.weight_update; both when unknown), the proposer's RSFT and GRPO steps,
-  the reference forward when GRPO keeps a reference, and the sampler's prefill and decode."""
+  the reference forward when GRPO keeps a reference, the sampler's prefill and decode, and,
+  on several hosts, the weight handoff after each weight step."""
   recipe = config.get("recipe", "")
   baseline = config.get("baseline", None) or {}
   weight_update = baseline.get("weight_update", "") if recipe not in (
@@ -519,7 +562,8 @@ def default_programs(config, setup):
     train = ["rsft", "grpo"]
   if "grpo" in train and _grpo_config(setup).uses_reference:
     train.append("reference")
-  return train + ["prefill", "decode"]
+  handoff = ["handoff"] if train and num_hosts(setup.mesh) > 1 else []
+  return train + ["prefill", "decode"] + handoff
 
 
 def check(config, topology_name, mesh_sizes=None, programs=None, preset=None, hbm_bytes=None,
@@ -577,6 +621,8 @@ def format_table(setup, results):
   lines += ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths))
             for row in rows]
   for result in results:
+    if result.note:
+      lines.append(f"  {result.note}")
     if result.error:
       lines.append(f"  {result.name}: {result.error}")
     if result.advice:

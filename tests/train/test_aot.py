@@ -163,7 +163,7 @@ def test_tiny_config_compiles_for_v5e_2x2():
   config = aot_tiny_config.get_config()
   results = aot.check(config, "v5e:2x2", programs=list(aot.PROGRAMS), log=lambda line: None)
   names = [result.name for _, result in results]
-  assert names == ["rsft", "grpo", "reference", "prefill", "decode"]
+  assert names == ["rsft", "grpo", "reference", "prefill", "decode", "handoff"]
   setup = results[0][0]
   expected_param_bytes = setup.model_config.num_params() * 2 / 4  # bfloat16 over fsdp=4
   for _, result in results:
@@ -174,6 +174,25 @@ def test_tiny_config_compiles_for_v5e_2x2():
   assert abs(rsft.optimizer_bytes / rsft.params_bytes - 6) < 0.1
   assert "all-gather" in rsft.collectives  # fsdp gathers the weights
   assert results[2][1].resident_bytes > 0  # the train state stays while the reference runs
+
+
+@pytest.mark.slow
+def test_weight_handoff_compiles_for_two_v5p_hosts():
+  """On a topology of two hosts (8 v5p chips) the programs a run uses end with the trainer-
+  to-sampler weight handoff: it compiles with the others, and a chip goes from its fsdp=4
+  trainer shard to the sampler's whole bfloat16 copy (the sampler shards nothing over fsdp
+  and tensor=1), gathered by all-gathers."""
+  _libtpu()
+  config = aot_tiny_config.get_config()
+  results = aot.check(config, "v5p:2x2x2", mesh_sizes=dict(data=2, fsdp=4, tensor=1),
+                      log=lambda line: None)
+  assert [result.name for _, result in results] == ["rsft", "prefill", "decode", "handoff"]
+  setup, handoff = results[-1]
+  assert aot.num_hosts(setup.mesh) == 2
+  assert handoff.fits and "all-gather" in handoff.collectives, aot.format_table(setup, [handoff])
+  whole = setup.model_config.num_params() * 2  # bfloat16
+  assert handoff.params_bytes == whole
+  assert "over 2 hosts" in handoff.note and f"({aot._gib(whole)} GiB)" in handoff.note
 
 
 @pytest.mark.slow

@@ -58,6 +58,22 @@ def make_handoff(logical_tree, mesh, rules):
   return handoff
 
 
+def as_target_order(sharding, target):
+  """sharding re-expressed over target's device order (the same shards on the same devices),
+  as jax.device_put does before resharding between meshes whose devices are in different
+  orders (jax requires one device order per jitted program): with it the handoff compiles
+  ahead of time as jit(identity, out_shardings=target) (whale_jax.aot). Uses
+  NamedSharding's private _logical_device_ids, as jax's device_put does."""
+  if sharding.is_fully_replicated:
+    logical = None
+  else:
+    position = {device: index for index, device in enumerate(target.mesh.devices.flat)}
+    logical = tuple(position[device] for device in sharding.mesh.devices.flat)
+  mesh = Mesh(target.mesh.devices.reshape(sharding.mesh.axis_sizes), sharding.mesh.axis_names,
+              axis_types=sharding.mesh.axis_types)
+  return NamedSharding(mesh, sharding.spec, _logical_device_ids=logical)
+
+
 def _shard_bytes(shape, dtype, sharding):
   shard_shape = sharding.shard_shape(tuple(shape))
   return math.prod(shard_shape) * np.dtype(dtype).itemsize
