@@ -524,8 +524,9 @@ def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None, compil
   out = [Setup("", model_config_from(config.model, preset), training, mesh, hbm_bytes,
                compile_it)]
   learning = config.get("harness_learning", None)
-  if learning is not None and (learning.get("proposer_model") or
-                               learning.get("proposer_training")):
+  if learning is not None and (config.get("recipe", "") == "harness_learning" or
+                               learning.get("proposer_model") or
+                               learning.get("proposer_training")):  # a proposer trains
     proposer_model = learning.get("proposer_model") or config.model
     proposer_training = learning.get("proposer_training") or None
     proposer_training = training if not proposer_training else typed_config.read(

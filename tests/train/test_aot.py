@@ -67,6 +67,20 @@ def test_default_programs_follow_the_recipe():
   assert aot.default_programs(config, setup) == ["grpo", "reference", "prefill", "decode"]
 
 
+def test_harness_learning_compiles_its_proposer_even_as_a_copy_of_the_solver():
+  """A Harness Learning config whose proposer is the solver's copy (no proposer_model, no
+  proposer_training: the paper configs) still trains a proposer: its train steps, sampler
+  and weight handoff are compiled; the frozen solver gets only its sampler."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  config = aot_tiny_config.get_config()
+  config.recipe = "harness_learning"
+  config.harness_learning = ml_collections.ConfigDict()
+  solver, proposer = aot.setups(config, jax.devices()[:4], hbm_bytes=GIB)
+  assert (solver.name, proposer.name) == ("", "proposer_")
+  assert aot.default_programs(config, solver) == ["prefill", "decode"]
+  assert aot.default_programs(config, proposer)[:2] == ["rsft", "grpo"]
+
+
 def test_resource_exhausted_compile_is_a_failed_result():
   class OutOfMemory:
     def trace(self, *args):
