@@ -103,6 +103,15 @@ def test_preflight_names_hosts_with_other_versions(tmp_path):
     assert result["preflight"].startswith("Hosts [1] run different package versions")
 
 
+def _one_and_two_processes(tmp_path, mode):
+  """(one process's result, host 0's and host 1's) of the worker's MODE=WORKDIR run, in
+  tmp_path/one and tmp_path/two."""
+  (single,) = run_processes(tmp_path, 1, extras=(f"{mode}={tmp_path / 'one'}",), timeout=1200)
+  first, second = run_processes(tmp_path, 2, extras=(f"{mode}={tmp_path / 'two'}",) * 2,
+                                timeout=1200)
+  return single, first, second
+
+
 def _assert_each_host_did_its_own_work(single, first, second):
   """Each host verified only the episodes it ran (together, what one process verified), and
   what crossed for episodes was numbers: at most 48 bytes each plus a header per gather."""
@@ -119,9 +128,7 @@ def test_two_processes_run_a_recipe_like_one(tmp_path):
   episodes and verifies only those, the hosts exchange numbers (a few dozen bytes per
   episode), never trajectories, both hosts end with the same run, it makes the choices one
   process makes, and host 0's archive view shows the episodes host 1 ran (from its shards)."""
-  (single,) = run_processes(tmp_path, 1, extras=(f"recipe={tmp_path / 'one'}",), timeout=1200)
-  first, second = run_processes(tmp_path, 2, extras=(f"recipe={tmp_path / 'two'}",) * 2,
-                                timeout=1200)
+  single, first, second = _one_and_two_processes(tmp_path, "recipe")
   assert not single["sharded"] and first["sharded"] and second["sharded"]
   assert first["summary"] == second["summary"]
   summary, reference = first["summary"], single["summary"]
@@ -146,9 +153,7 @@ def test_two_processes_run_vace_like_one(tmp_path):
   """The tiny VACE recipe (GRPO blocks, one gated candidate per cycle) on two processes:
   the same choices and counts as one process, each host verifying its own episodes, and host
   0 reading host 1's block episodes back from the shard files."""
-  (single,) = run_processes(tmp_path, 1, extras=(f"vace={tmp_path / 'one'}",), timeout=1200)
-  first, second = run_processes(tmp_path, 2, extras=(f"vace={tmp_path / 'two'}",) * 2,
-                                timeout=1200)
+  single, first, second = _one_and_two_processes(tmp_path, "vace")
   assert first["summary"] == second["summary"]
   summary, reference = first["summary"], single["summary"]
   for key in ("counts", "incumbent_hash", "weight_steps", "cycles", "training_rollouts",
@@ -169,9 +174,7 @@ def test_two_processes_run_harness_learning_like_one(tmp_path):
   contexts, choices and counts as one process, the archives and demonstrations written once
   in the workdir, and the episodes host 1 ran read back from its trace shards into every
   host's proposer contexts and into host 0's archive view and CLI folder."""
-  (single,) = run_processes(tmp_path, 1, extras=(f"hl={tmp_path / 'one'}",), timeout=1200)
-  first, second = run_processes(tmp_path, 2, extras=(f"hl={tmp_path / 'two'}",) * 2,
-                                timeout=1200)
+  single, first, second = _one_and_two_processes(tmp_path, "hl")
   assert first["summary"] == second["summary"]
   summary, reference = first["summary"], single["summary"]
   for key in ("counts", "adaptation", "final_test_mean", "incumbent_hash", "demonstrations",
