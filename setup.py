@@ -43,8 +43,9 @@ setuptools.setup(
         # torch is only the reference for parity tests; torch==2.13.0 is the CPU wheel.
         # The server tests run whale_jax.serve and talk to it with the openai client and httpx.
         # selenium drives headless Chromium in the run report's browser test (slow).
-        "test": ["pytest", "torch==2.13.0", "fastapi", "uvicorn", "openai", "httpx", "pypdf",
-                 "selenium"],
+        # pytest-xdist runs the test files on every core (pytest.ini).
+        "test": ["pytest", "pytest-xdist", "torch==2.13.0", "fastapi", "uvicorn", "openai",
+                 "httpx", "pypdf", "selenium"],
         # python -m whale_jax.serve: an OpenAI-compatible HTTP server over the engine.
         "serve": ["fastapi", "uvicorn"],
         # pypdf: text of PDF corpora for document QA (OfficeQA's bulletin PDFs); a pure-Python
