@@ -34,6 +34,7 @@ import torch
 import transformers
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import shapes  # pylint: disable=g-import-not-at-top,wrong-import-position
 from whale_jax.models import hf  # pylint: disable=g-import-not-at-top,wrong-import-position
 from whale_jax.sampling import Sampler  # pylint: disable=wrong-import-position
 from whale_jax.sampling import SamplingParams  # pylint: disable=wrong-import-position
@@ -58,13 +59,7 @@ flags.DEFINE_list("torch_threads", ["1", "2"], "Thread counts tried for transfor
                   "fastest median is the reference (OpenMP threads degrade badly when the "
                   "cores are shared with other work, one thread less so).")
 
-CONFIGS = {  # Qwen3 shapes; num_params counts the tied embedding once.
-    "small": dict(vocab_size=512, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=64, new_tokens=64),
-    "large": dict(vocab_size=32768, hidden_size=768, intermediate_size=2048,
-                  num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
-                  head_dim=64, new_tokens=64),
-}
+CONFIGS = shapes.CONFIGS
 
 
 def measure_limits():

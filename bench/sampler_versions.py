@@ -6,7 +6,7 @@ r"""The sampler of two checkouts side by side: same checkpoints, prompts and set
 Each (round, model, dtype, checkout) runs in a fresh process that imports whale_jax from that
 checkout, so neither version warms the other's caches; the checkouts alternate within a round
 and their order flips every round, so a change of load hits both alike. A process builds the
-random Qwen3 checkpoint of `sampler_throughput.CONFIGS` (the same seed, so the same weights in
+random Qwen3 checkpoint of `shapes.CONFIGS` (the same seed, so the same weights in
 every process), loads it with `hf.load_hf`, and times `Sampler.generate` as
 bench/sampler_throughput.py does (64-token prompts, 64 new tokens, temperature 1, ignore_eos,
 fresh prompts for every timed call, one second of idle before it), at each batch size, after
@@ -25,7 +25,7 @@ from absl import app
 from absl import flags
 
 flags.DEFINE_list("checkouts", [], "Two (or more) checkout paths; the first is the baseline.")
-flags.DEFINE_list("models", ["small", "large"], "sampler_throughput.CONFIGS names.")
+flags.DEFINE_list("models", ["small", "large"], "shapes.CONFIGS names.")
 flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "whale_jax weight dtypes.")
 flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Batch sizes.")
 flags.DEFINE_integer("repeats", 5, "Timed calls per batch size and process.")
@@ -49,9 +49,9 @@ def _child():
   from whale_jax.sampling import Sampler  # pylint: disable=g-import-not-at-top
   from whale_jax.sampling import SamplingParams  # pylint: disable=g-import-not-at-top
   sys.path.insert(0, os.path.dirname(__file__))
-  import sampler_throughput  # pylint: disable=g-import-not-at-top
+  import shapes  # pylint: disable=g-import-not-at-top
 
-  shape = dict(sampler_throughput.CONFIGS[FLAGS.model])
+  shape = dict(shapes.CONFIGS[FLAGS.model])
   new_tokens = shape.pop("new_tokens")
   with tempfile.TemporaryDirectory() as directory:
     torch.manual_seed(0)

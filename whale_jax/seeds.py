@@ -31,6 +31,9 @@ PURPOSES = (
     "proposer_call",    # search/model_proposer.py: (iteration[, session], call index)
     "gate_bootstrap",   # search/gate.py: () the bootstrap rule's resamples
     "warm_start_batch",  # algorithms/warm_start.py: (step,) the teacher samples of a step
+    "llm_call",         # harness/host_calls.py: run seed = the episode seed; (call index,)
+    "harness_random",   # harness/runtime.py: run seed = the episode seed; (task id,) the
+                        # harness's `random` module
 )
 
 

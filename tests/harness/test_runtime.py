@@ -14,6 +14,7 @@ from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
 from whale_jax.sampling import SamplingParams
 from whale_jax.tokenization import load_tokenizer
+from tests.test_seeds import reference_seed
 
 TOKENIZER = load_tokenizer("byte")
 END_OF_TURN = 260  # <|im_end|>
@@ -104,7 +105,7 @@ def test_call_seeds_follow_the_documented_stream(runtime):
   source = ("def run(task, llm, tools):\n  for _ in range(3):\n    llm.generate('x')\n"
             "  llm.generate('x', seed=11)\n  return ''\n")
   seeds = [call.sampling["seed"] for call in play(runtime, source).calls]
-  assert seeds == [(5 * 1_000_003 + k) % 2**31 for k in range(3)] + [11]
+  assert seeds == [reference_seed(5, "llm_call", k) for k in range(3)] + [11]
 
 
 def test_tools_run_on_the_host_and_are_recorded(runtime):
@@ -279,7 +280,7 @@ def test_random_stream_depends_only_on_task_and_seed(runtime):
   source = "import random\ndef run(task, llm, tools):\n  return repr(random.random())\n"
   episodes = [Episode("q7", {}, sampling=SamplingParams(seed=3)) for _ in range(4)]
   answers = {t.answer for t in runtime.run_episodes(Harness(source), episodes)}
-  assert answers == {repr(random.Random("q7:3").random())}
+  assert answers == {repr(random.Random(reference_seed(3, "harness_random", "q7")).random())}
 
 
 def test_backend_that_does_not_answer_in_time_is_an_infra_error():

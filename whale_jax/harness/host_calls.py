@@ -17,7 +17,7 @@ decoding, and a sampler without a tokenizer has none.
 Sampling: a harness may pass max_tokens, temperature, top_p, top_k, n, stop and seed; anything
 else is a TypeError naming what is allowed. The episode's SamplingParams are the defaults,
 max_tokens may only be lowered, and n is at most MAX_SAMPLES_PER_CALL. Unless the harness
-passes a seed, call k of an episode uses seed (episode seed * 1_000_003 + k) mod 2**31, so
+passes a seed, call k of an episode uses seeds.derive_seed(episode seed, "llm_call", k), so
 two harnesses run on the same episode draw the same random stream call by call.
 
 Budget per rollout: with max_episode_tokens = B > 0 (config.runtime.max_episode_tokens; the
@@ -39,12 +39,12 @@ import inspect
 import json
 import time
 
+from whale_jax import seeds as seeds_lib
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.tokenization import chat
 
 SAMPLING_ARGUMENTS = ("max_tokens", "temperature", "top_p", "top_k", "n", "stop", "seed")
 MAX_SAMPLES_PER_CALL = 16
-SEED_STRIDE = 1_000_003
 
 
 class RequestError(Exception):
@@ -60,7 +60,8 @@ class InfraError(Exception):
 
 
 def call_seed(episode_seed, call_index):
-  return (episode_seed * SEED_STRIDE + call_index) % 2**31
+  """The seed of an episode's call call_index when the harness passes none."""
+  return seeds_lib.derive_seed(episode_seed, "llm_call", call_index)
 
 
 def sampling_params(defaults, requested, method, call_index):

@@ -23,8 +23,9 @@ it renders and tokenizes prompts, submits them to the backend and records prompt
 ids and logprobs in the trajectory. With num_workers episodes in flight, up to num_workers
 requests reach backend.submit together, so a batching backend can batch them.
 
-The harness's `random` module is seeded with "<task_id>:<sampling seed>", so every harness run
-on the same task and seed draws the same stream, whichever worker serves it.
+The harness's `random` module is seeded with seeds.derive_seed(sampling seed, "harness_random",
+task id), so every harness run on the same task and seed draws the same stream, whichever
+worker serves it.
 
 Only episode.task (the public fields) and the tool names cross into the sandbox; tools run on
 the host and the reference answer stays with the caller. Static checks
@@ -49,6 +50,7 @@ import time
 import traceback
 from typing import Any, Callable, Mapping
 
+from whale_jax import seeds as seeds_lib
 from whale_jax.harness import confinement as confinement_lib
 from whale_jax.harness import host_calls
 from whale_jax.harness import runtime_config
@@ -355,7 +357,8 @@ class _Worker:
         return run.finish("infra_error", f"Could not start a harness worker: {error!r}")
     message = {"type": "episode", "harness_hash": harness.hash, "source": harness.source,
                "task": episode.task, "tool_names": sorted(episode.tools),
-               "random_seed": f"{episode.task_id}:{episode.sampling.seed}"}
+               "random_seed": seeds_lib.derive_seed(episode.sampling.seed, "harness_random",
+                                                    str(episode.task_id))}
     self.set_child()  # from here a kill reaches the episode's child (the zygote kills it at fork)
     try:
       self.channel.send(message, SEND_TIMEOUT_SECONDS, control=True)
