@@ -134,3 +134,29 @@ def test_a_pair_from_a_finished_run_scores_as_the_run_did(tmp_path):
   assert results["start/h0"] == pytest.approx(
       {task: sum(values) / len(values) for task, values in scores.items()})
   assert len(results["start/h0"]) == len(run_per_task) == 8
+
+
+def test_describe_changes_names_grpo_steps_and_lists_validation_gates(tmp_path):
+  """A VACE-style run: GRPO blocks separated by validation gates (one refused, one accepted,
+  one refused but adopted, as the ungated alternation does)."""
+  workdir = str(tmp_path)
+  gate = {"phase": "harness", "gate_n": 48, "gate_rollouts": 96}
+  _write(os.path.join(workdir, "metrics.jsonl"), [
+      {"phase": "weight", "rollouts": 128, "reward": 0.25, "kind": "grpo"},
+      {"phase": "weight", "rollouts": 256, "reward": 0.5, "kind": "grpo"},
+      dict(gate, rollouts=352, label="vace_cycle_000", gate_accepted=False,
+           gate_adopted=False, incumbent_validation=0.125, candidate_validation=0.0625),
+      {"phase": "weight", "rollouts": 480, "reward": 0.75, "kind": "grpo"},
+      dict(gate, rollouts=576, label="vace_cycle_001", gate_accepted=True, gate_adopted=True,
+           incumbent_validation=0.125, candidate_validation=0.25),
+      dict(gate, rollouts=672, label="vace_cycle_002", gate_accepted=False, gate_adopted=True,
+           incumbent_validation=0.25, candidate_validation=0.25)])
+  assert run_log.describe_changes(workdir) == [
+      "  rollouts     0-256: weight phase, 2 GRPO steps (training reward 0.250 -> 0.500)",
+      "  rollouts   352: gate vace_cycle_000: candidate 0.062 against incumbent 0.125 on 48 "
+      "validation questions, refused; kept the incumbent",
+      "  rollouts   352-480: weight phase, 1 GRPO steps (training reward 0.750 -> 0.750)",
+      "  rollouts   576: gate vace_cycle_001: candidate 0.250 against incumbent 0.125 on 48 "
+      "validation questions, accepted; adopted",
+      "  rollouts   672: gate vace_cycle_002: candidate 0.250 against incumbent 0.250 on 48 "
+      "validation questions, refused; adopted"]

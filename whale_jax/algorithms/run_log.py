@@ -266,10 +266,14 @@ def _edit_chain(candidates, accepted_id):
   return chain[::-1]
 
 
+_STEP_NAMES = {"grpo": "GRPO", "rsft": "RSFT"}
+
+
 def describe_changes(workdir):
-  """Lines saying what a run changed and when: its test evaluations, each weight phase (steps,
-  training reward, and its incumbent's harness-split score before and after it where a search
-  measured both) and each harness search (the edits it accepted, with their hypotheses).
+  """Lines saying what a run changed and when: its test evaluations, each weight phase (steps
+  and their kind, training reward, and its incumbent's harness-split score before and after it
+  where a search measured both), each harness search (the edits it accepted, with their
+  hypotheses) and each validation gate (both means, the verdict, what was adopted).
 
   Reads workdir/metrics.jsonl and the search archives (workdir/archive/<label>); the
   harness-split scores of one harness at two weights are on the same questions and sample
@@ -285,8 +289,9 @@ def describe_changes(workdir):
       return
     first, last = weight_rows[0], weight_rows[-1]
     rewards = f"training reward {first.get('reward', 0.0):.3f} -> {last.get('reward', 0.0):.3f}"
+    kinds = sorted({_STEP_NAMES.get(row.get("kind"), "RSFT") for row in weight_rows})
     line = (f"  rollouts {phase_start[0]:>5}-{last['rollouts']}: weight phase, "
-            f"{len(weight_rows)} RSFT steps ({rewards})")
+            f"{len(weight_rows)} {'/'.join(kinds)} steps ({rewards})")
     if after is not None:
       before = "" if last_accepted_score is None else f"{last_accepted_score:.3f} before, "
       line += f"; the incumbent's harness-split score {before}{after:.3f} after"
@@ -304,6 +309,14 @@ def describe_changes(workdir):
     elif row["phase"] == "evaluation":  # a weight phase may go on after it
       line = f"  rollouts {row['rollouts']:>5}: test mean@k {row['test_mean']:.3f}"
       (during_phase if weight_rows else lines).append(line)
+    elif row["phase"] == "harness" and "candidate_validation" in row:  # a validation gate
+      flush_weights()
+      decision = ("adopted" if row.get("gate_adopted") else "kept the incumbent")
+      verdict = "accepted" if row.get("gate_accepted") else "refused"
+      lines.append(f"  rollouts {row['rollouts']:>5}: gate {row.get('label')}: candidate "
+                   f"{row['candidate_validation']:.3f} against incumbent "
+                   f"{row['incumbent_validation']:.3f} on {row.get('gate_n')} validation "
+                   f"questions, {verdict}; {decision}")
     elif row["phase"] == "harness" and "accepted" in row:
       candidates = _read_candidates(os.path.join(workdir, "archive", row["label"]))
       incoming = candidates.get("c0000", {}).get("success")

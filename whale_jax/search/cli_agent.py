@@ -186,12 +186,7 @@ class _Relay:
   def __init__(self, directory, endpoint):
     self.path = os.path.join(directory, "endpoint.sock")
     self.endpoint, self.connections = endpoint, 0
-    self.server = socket.socket(socket.AF_UNIX)
-    self.server.bind(self.path)
-    self.server.listen(16)
-    self.closed = False
-    self.thread = threading.Thread(target=self._serve, daemon=True)
-    self.thread.start()
+    jail_run.listen(self, self.path, 16)
 
   def _serve(self):
     while not self.closed:

@@ -132,6 +132,20 @@ def _optional(request, name, kind):
   return value
 
 
+def listen(owner, path, backlog, timeout=None):
+  """Sets owner.server, a Unix socket listening at path whose accept() times out after timeout
+  seconds (None: never), owner.closed = False and owner.thread, a started daemon thread
+  running owner._serve()."""
+  owner.server = socket.socket(socket.AF_UNIX)
+  owner.server.bind(path)
+  owner.server.listen(backlog)
+  owner.server.settimeout(timeout)
+  owner.closed = False
+  serve = owner._serve  # pylint: disable=protected-access
+  owner.thread = threading.Thread(target=serve, daemon=True)
+  owner.thread.start()
+
+
 class RunServer:
   """The host side of `run` (module docstring): serves one request at a time on a Unix socket.
 
@@ -149,13 +163,7 @@ class RunServer:
       raise ValueError("RunServer needs AgentTools with a runner (the search's evaluate on "
                        "the search split); this one has none.")
     self.path, self.tools, self.requests = path, tools, []
-    self.server = socket.socket(socket.AF_UNIX)
-    self.server.bind(path)
-    self.server.listen(8)
-    self.server.settimeout(ACCEPT_POLL_SECONDS)
-    self.closed = False
-    self.thread = threading.Thread(target=self._serve, daemon=True)
-    self.thread.start()
+    listen(self, path, 8, ACCEPT_POLL_SECONDS)
 
   def _serve(self):
     while not self.closed:
