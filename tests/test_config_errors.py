@@ -113,6 +113,7 @@ def test_bad_config_is_refused_fast_in_one_line_leaving_nothing(name, tmp_path):
   assert "Traceback" not in process.stderr
   for word in words:
     assert word in lines[0], (word, lines[0])
+  print(f"{name}: {seconds:.2f} s of CPU time: {lines[0]}")  # shown with pytest -s
   assert seconds < MAX_SECONDS, f"{name} took {seconds:.1f} s of CPU time"
   assert sorted(os.listdir(tmp_path)) == before  # no workdir, nothing else written
   assert not os.path.isdir(tmp_path / "run")
