@@ -12,6 +12,11 @@ The shipped solver: 1,000 steps (~45 CPU-minutes on 2 cores); on the held-out wo
 answers 0.22 of questions under the compact h0 and 0.35 under the teacher's harness
 (whale_jax/assets/demo_solver/warm_start_metrics.jsonl).
 
+This docstring's scores (held-out worlds, the demo world through bench/demo_probe.py) were
+measured when an episode's llm calls drew their seeds as (episode seed * 1,000,003 + k) mod
+2**31 rather than through seeds.derive_seed: other sampling draws, so a rerun's may differ by
+sampling noise.
+
 "narrow": the teacher runs under the demo's h0 itself (two turns, the top passage cut to 12
 words), so the solver learns only h0's interface: one search then an answer, a second search
 on two-hop questions, and no answer to a fact past the 12-word cut (those teacher episodes are
