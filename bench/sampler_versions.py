@@ -1,7 +1,7 @@
 r"""The sampler of two checkouts side by side: same checkpoints, prompts and settings, alternating.
 
   git worktree add --detach /tmp/before COMMIT
-  python bench/sampler_versions.py --checkouts=/tmp/before,. --rounds=2     # ~40 min on 2 cores
+  python bench/sampler_versions.py --checkouts=/tmp/before,. --rounds=2     # ~20-40 min on 2 cores
 
 Each (round, model, dtype, checkout) runs in a fresh process that imports whale_jax from that
 checkout, so neither version warms the other's caches; the checkouts alternate within a round
