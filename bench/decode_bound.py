@@ -13,7 +13,7 @@ For the sampler benchmark's settings (bench/sampler_throughput.py: random Qwen3 
                products, at the batch size: for every layer x @ qkv (query, key and value in
                one matrix), output, gate_up (gate and up), down, then the unembedding, in the
                layout the sampler uses
-               (decode_step.split_layers in decode_step.transposed_for's layout, as the
+               (decode_step.split_layers in Layout.for_batch's orientation, as the
                engine picks it; inputs in the compute dtype, float32 accumulation), with the
                same shapes and no attention, norms, sampling or cache writes
 and reports the bound  new_tokens x batch / (prefill + products): the rate whale_jax would
@@ -40,6 +40,7 @@ from whale_jax.models import decoder  # pylint: disable=wrong-import-position
 from whale_jax.models import products  # pylint: disable=wrong-import-position
 from whale_jax.sampling import Sampler  # pylint: disable=wrong-import-position
 from whale_jax.sampling import SamplingParams  # pylint: disable=wrong-import-position
+from whale_jax.sampling.layout import Layout  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["small", "large"], "small (~3M) and/or large (~100M).")
@@ -124,8 +125,9 @@ def measure(name):
                                 seed=0, ignore_eos=True)
       seconds[label] = _median_seconds(
           lambda s=sampling: sampler.generate(fresh_prompts(), s))
-  transposed = decode_step.transposed_for(config, FLAGS.batch_size)  # as the engine picks
-  split = decode_step.split_layers(params, config, transposed)
+  transposed = Layout.choose(config, "cpu").for_batch(config, FLAGS.batch_size).transposed
+  split = decode_step.split_layers(params, config, transposed)  # as the engine makes it
+  split = {"layers": split.layers, "unembedding": split.unembedding}
   if split["unembedding"] is None:  # the params' own layout: the tied embedding [V, D]
     split["unembedding"] = params["embedding"]
   seconds["products"] = _median_seconds(products_loop(

@@ -15,6 +15,7 @@ import pytest
 from tests.algorithms import tiny
 from whale_jax.algorithms import config_check
 from whale_jax.algorithms import experiment_config
+from whale_jax.algorithms import options
 from whale_jax.models import presets
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -44,6 +45,13 @@ def get_config(arg=""):
   config.harness_learning.proposer_training = dict(optimizer=dict(learning_rate="1e-5"))
   return config
 """
+SEARCH_TYPO_IN_FILE = TYPO_IN_FILE.replace(
+    "config.loop.sedd = 3", "config.search = dict(proposer='edit_library', seeed=1)")
+MESH_TYPO_IN_FILE = TYPO_IN_FILE.replace("config.loop.sedd = 3", "config.mesh.num_device = 1")
+MODEL_TYPO_IN_FILE = TYPO_IN_FILE.replace("config.loop.sedd = 3", "config.model.embed_dimm = 64")
+HF_PARAM_DTYPE_IN_FILE = TYPO_IN_FILE.replace(
+    "config.loop.sedd = 3", "config.model = dict(source='hf', path='checkpoints/none', "
+    "dtype='bfloat16', param_dtype='float32')")
 TEMPERATURE_IN_FILE = TYPO_IN_FILE.replace(
     "config.loop.sedd = 3", "config.training.rsft_temperature = 0.7")
 
@@ -82,6 +90,17 @@ CASES = {  # name: (arguments, files to write {name: text}, words the one line m
                                 {"proposer.py": PROPOSER_OPTIMIZER_IN_FILE},
                                 ["config.harness_learning.proposer_training.optimizer."
                                  "learning_rate='1e-5' is str", "a number"]),
+    "typo_search_key": (["--config={tmp}/search.py"], {"search.py": SEARCH_TYPO_IN_FILE},
+                        ["config.search.seeed is not a known key", "did you mean 'seed'"]),
+    "typo_mesh_key": (["--config={tmp}/mesh.py"], {"mesh.py": MESH_TYPO_IN_FILE},
+                      ["config.mesh.num_device is not a known key",
+                       "did you mean 'num_devices'"]),
+    "typo_model_key": (["--config={tmp}/model.py"], {"model.py": MODEL_TYPO_IN_FILE},
+                       ["config.model.embed_dimm is not a known key",
+                        "did you mean 'embed_dim'"]),
+    "hf_param_dtype_beside_dtype": (["--config={tmp}/hf.py"], {"hf.py": HF_PARAM_DTYPE_IN_FILE},
+                                    ["config.model.param_dtype is set by config.model.dtype",
+                                     "set dtype='float32'"]),
     "mismatched_temperatures": (["--config={tmp}/temperature.py"],
                                 {"temperature.py": TEMPERATURE_IN_FILE},
                                 ["config.training.rsft_temperature=0.7",
@@ -138,6 +157,13 @@ def test_the_boundary_imports_no_jax():
     ("domain.mate_in_two_fractio", 0.5,
      ["config.domain.mate_in_two_fractio", "did you mean 'mate_in_two_fraction'"]),
     ("model.num_layer", 2, ["config.model.num_layer", "did you mean 'num_layers'"]),
+    ("model.attention", 5, ["config.model.attention=5 is int", "a string"]),
+    ("model.source", "hff", ["config.model.source='hff'", "did you mean 'hf'"]),
+    ("mesh.fsdp", "8", ["config.mesh.fsdp='8' is str", "an int"]),
+    ("mesh.num_devices", -1, ["config.mesh.num_devices=-1 must be >= 0"]),
+    ("search.seed", 1.5, ["config.search.seed=1.5 is float", "an int"]),
+    ("search.model_path", "checkpoints/x", ["config.search.model_path is not a known key",
+                                            "config.search takes"]),   # not edit_library's
 ])
 def test_sections_of_every_layer_name_the_key(key, value, words, tmp_path):
   config = tiny.tiny_config("whale")
@@ -153,6 +179,50 @@ def test_sections_of_every_layer_name_the_key(key, value, words, tmp_path):
   assert "\n" not in message
   for word in words:
     assert word in message, (word, message)
+
+
+def test_the_sections_harness_learning_nests_name_their_own_key_path(tmp_path):
+  """A teacher (config.search layout), the proposer model (config.model layout) and a training
+  domain (config.domain layout) are read by the same classes, at their own paths."""
+  for learning, words in (
+      (dict(teachers=(dict(proposer="edit_library", sede=1),)),
+       ["config.harness_learning.teachers[0].sede", "did you mean 'seed'"]),
+      (dict(teachers=(dict(proposer="openai", model="m"),)),
+       ["config.harness_learning.teachers[0].base_url is missing"]),
+      (dict(proposer_model=dict(tiny.tiny_config().model.to_dict(), num_layer=2)),
+       ["config.harness_learning.proposer_model.num_layer", "did you mean 'num_layers'"]),
+      (dict(proposer_model=dict(tiny.tiny_config().model.to_dict(), num_heads=3)),
+       ["config.harness_learning.proposer_model.num_heads=3", "num_kv_heads"]),
+      (dict(grpo_domains=(dict(name="synthetic_qa", split_sizes=dict(tset=1)),)),
+       ["config.harness_learning.grpo_domains[0].split_sizes['tset']", "did you mean 'test'"]),
+      (dict(sft_domains=("chesss",)),
+       ["config.harness_learning.sft_domains[0]='chesss'", "did you mean 'chess'"])):
+    config = tiny.tiny_config("harness_learning")
+    config.harness_learning = learning
+    with pytest.raises(config_check.ConfigError) as caught:
+      experiment_config.parse(config, str(tmp_path / "run"))
+    message = str(caught.value)
+    assert "\n" not in message
+    for word in words:
+      assert word in message, (word, message)
+
+
+def test_the_typed_sections_hold_what_the_config_gave(tmp_path):
+  config = tiny.tiny_config("whale")
+  config.mesh = dict(fsdp=2, num_devices=2)
+  config.search = dict(proposer="openai", base_url="http://127.0.0.1:8000/v1", model="m",
+                       sampling=dict(max_tokens=64), context_tokens=900)
+  experiment = experiment_config.parse(config, str(tmp_path / "run"))
+  assert experiment.mesh == options.MeshSection(data=-1, fsdp=2, tensor=1, num_devices=2)
+  assert experiment.model.source == "random" and experiment.model.model_fields["num_layers"] == 2
+  assert experiment.domain.name == config.domain.name
+  assert experiment.domain.split_sizes == config.domain.split_sizes.to_dict()
+  search = experiment.search
+  assert (search.proposer, search.context_tokens, search.sampling) == ("openai", 900,
+                                                                      {"max_tokens": 64})
+  # The openai proposer's defaults (its client's), not the agentic proposer's.
+  assert (search.api_key_env, search.max_retries) == ("OPENAI_API_KEY", 4)
+  assert experiment.source["search"] == config.search.to_dict()   # config.json: as given
 
 
 def test_a_judge_verifier_without_a_judge_section_is_refused(tmp_path):

@@ -59,3 +59,43 @@ def test_checkpoint_values_keep_their_structure_checks_and_wording():
   with pytest.raises(ValueError, match=r"The checkpoint's loop has keys \['nope'\] that Outer "
                      "lacks"):
     typed_config.read(Outer, {"nope": 1}, "loop", source="checkpoint")
+
+
+@dataclasses.dataclass(frozen=True)
+class Flat:
+  """A section whose config layout is not its fields: keys other than name go to options."""
+  name: str
+  options: dict = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    if not self.name:
+      raise ValueError("config.flat.name='' must name something.")
+
+  @classmethod
+  def from_config(cls, value, key_path):
+    typed_config.check_keys(value, ("name", "size", "color"), key_path)
+    return typed_config.read_fields(
+        cls, {"name": value.get("name", ""),
+              "options": {k: v for k, v in value.items() if k != "name"}}, key_path)
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+  entries: tuple[str | Flat, ...] = ()
+  one: Flat | None = None
+
+
+def test_a_class_with_from_config_reads_its_own_layout_at_every_path():
+  holder = typed_config.read(Holder, {"entries": ["plain", {"name": "a", "size": 2}],
+                                      "one": {"name": "b", "color": "red"}}, "config.h")
+  assert holder == Holder(("plain", Flat("a", {"size": 2})), Flat("b", {"color": "red"}))
+  assert typed_config.read(Flat, Flat("c"), "config.f") == Flat("c")   # already typed
+  for value, words in (
+      ({"entries": [{"name": "a", "sise": 2}]},
+       ["config.h.entries[0].sise is not a known key", "did you mean 'size'"]),
+      ({"one": {"name": ""}}, ["config.h.one.name='' must name something"]),
+      ({"one": 3}, ["config.h.one=3", "a dict of Flat fields"])):
+    with pytest.raises(typed_config.ConfigError) as caught:
+      typed_config.read(Holder, value, "config.h")
+    for word in words:
+      assert word in str(caught.value), (word, str(caught.value))

@@ -191,26 +191,25 @@ def parse_mesh(text):
   return sizes
 
 
-def model_config_from(section, preset=None):
-  """ModelConfig of config.model: "random" fields, or a preset for an "hf" checkpoint path
-  (no weights are read: Qwen/Qwen3.5-2B -> preset qwen3_5_2b), with the section's other
-  keys (dtype, attention, remat, ...) applied."""
-  section = dict(section)
-  source = section.pop("source", "random")
-  section.pop("seed", None)
-  path = section.pop("path", "")
-  dtype = section.pop("dtype", None)
-  if dtype:
-    section.setdefault("param_dtype", dtype)
-    section.setdefault("compute_dtype", dtype)
-  if source == "random" and not preset:
-    return model_config_lib.ModelConfig(**section)
+def model_config_from(section, preset=None, key_path="config.model"):
+  """ModelConfig of config.model (an options.ModelSection, or its config dict, read as
+  experiment_config reads it): "random" fields, or a preset for an "hf" checkpoint path (no
+  weights are read: Qwen/Qwen3.5-2B -> preset qwen3_5_2b), with the section's ModelConfig
+  fields (attention, remat, ...) and dtype applied."""
+  section = typed_config.read(options.ModelSection, section, key_path)
+  fields = dict(section.model_fields)
+  if section.source != "random":
+    fields.setdefault("param_dtype", section.dtype)
+    fields.setdefault("compute_dtype", section.dtype)
+  if section.source == "random" and not preset:
+    return model_config_lib.ModelConfig(**fields)
+  path = section.path
   if not preset:
     preset = re.sub(r"[.-]", "_", path.rstrip("/").split("/")[-1].lower())
   if preset not in presets.PRESETS:
-    raise ValueError(f"config.model.path={path!r}: no model preset {preset!r} to take its "
+    raise ValueError(f"{key_path}.path={path!r}: no model preset {preset!r} to take its "
                      f"shapes from; pass --model_preset (one of {sorted(presets.PRESETS)}).")
-  return presets.get(preset, **section)
+  return presets.get(preset, **fields)
 
 
 def _round_rows(num_rows, multiple):
@@ -391,11 +390,11 @@ def sampler_program(setup, which, name=None):
     lengths = jax.ShapeDtypeStruct((rows,), jnp.int32,
                                    sharding=mesh_lib.batch_sharding(mesh, rules, ndim=1))
     with rules_lib.activate(mesh, rules):
-      # No weight bits: those are a CPU engine's (decoder.inference_bits), none on TPU/GPU.
-      cache = functions.prefill.eval_shape(params, None, tokens, lengths)
+      # The params as they are: stored bits are a CPU engine's (Layout.store_weights).
+      cache = functions.prefill.eval_shape(params, tokens, lengths)
       result.cache_bytes = sum(math.prod(x.shape) * jnp.dtype(x.dtype).itemsize
                                for x in jax.tree.leaves(cache)) // settings["batch_shards"]
-      return _compile(result, functions.prefill, params, None, tokens, lengths,
+      return _compile(result, functions.prefill, params, tokens, lengths,
                       compile_it=setup.compile)
   with rules_lib.activate(mesh, rules):
     slots = functions.init.lower(settings["max_slots"], settings["cache_length"]).out_info
@@ -407,7 +406,7 @@ def sampler_program(setup, which, name=None):
   stop_early = jax.ShapeDtypeStruct((), jnp.bool_, sharding=replicated)
   with rules_lib.activate(mesh, rules):
     return _compile(result, functions.decode, params, None, slots, cancel, num_steps,
-                    stop_early, Layout(), compile_it=setup.compile)
+                    stop_early, compile_it=setup.compile)
 
 
 def num_hosts(mesh):
@@ -514,10 +513,10 @@ def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None, compil
   if not hbm_bytes:
     raise ValueError(f"No HBM size known for device kind {devices[0].device_kind!r}; pass "
                      "--hbm_gib.")
-  sizes = dict(config.get("mesh", {}) or {})
-  sizes.pop("num_devices", None)
-  sizes.update(mesh_sizes or {})
-  mesh = mesh_lib.make_mesh(devices=devices, **sizes)
+  mesh_section = typed_config.read(options.MeshSection, config.get("mesh", None) or {},
+                                   "config.mesh")
+  mesh = mesh_lib.make_mesh(devices=devices, **{**mesh_section.axis_sizes(),
+                                                **(mesh_sizes or {})})
   training = config.get("training", {})
   training = typed_config.read(options.PolicyConfig, dict(
       training.to_dict() if hasattr(training, "to_dict") else training), "config.training")
@@ -528,13 +527,15 @@ def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None, compil
                                learning.get("proposer_model") or
                                learning.get("proposer_training")):  # a proposer trains
     proposer_model = learning.get("proposer_model") or config.model
+    model_key = ("config.harness_learning.proposer_model" if learning.get("proposer_model")
+                 else "config.model")
     proposer_training = learning.get("proposer_training") or None
     proposer_training = training if not proposer_training else typed_config.read(
         options.PolicyConfig, dict(proposer_training.to_dict() if hasattr(
             proposer_training, "to_dict") else proposer_training),
         "config.harness_learning.proposer_training")
-    out.append(Setup("proposer_", model_config_from(proposer_model), proposer_training, mesh,
-                     hbm_bytes, compile_it))
+    out.append(Setup("proposer_", model_config_from(proposer_model, key_path=model_key),
+                     proposer_training, mesh, hbm_bytes, compile_it))
   return out
 
 

@@ -12,6 +12,12 @@ did-you-mean, and names the full key path in every error
 __post_init__ errors are rewritten to the path the class was read at, so a section read in
 two places (config.training and harness_learning.proposer_training) names the right one.
 
+A section whose config layout is not its fields (model fields beside a model's source, a
+domain builder's keyword arguments beside the domain's name) is a dataclass with a
+from_config(value, key_path) classmethod: read() hands it the section, and it splits it, checks
+its keys and builds the class with read_fields. In a union, a dict goes to the one dataclass
+the union holds (str | DomainSection), so its own errors are the ones reported.
+
 Errors are ConfigError (a ValueError) in one line. source="checkpoint" reads JSON the program
 wrote itself: structure only (no leaf types), and its messages say the checkpoint was written
 by another version of whale_jax.
@@ -149,16 +155,30 @@ def _read_dataclass(cls, value, path, source):
     raise ConfigError(_rewrite(" ".join(str(error).split()), cls, path)) from None
 
 
+def read_fields(cls, value, path):
+  """The dataclass cls of a config dict of its fields (what read() does for a class without
+  from_config; a from_config calls it once it has the fields)."""
+  return _read_dataclass(cls, value, path, "config")
+
+
 def read(kind, value, path="config", source="config"):
   """value as the annotated type kind (module docstring); raises ConfigError (or, for
   source="checkpoint", ValueError) naming path."""
   origin, arguments = typing.get_origin(kind), typing.get_args(kind)
   if dataclasses.is_dataclass(kind):
+    if source == "config" and hasattr(kind, "from_config") and not isinstance(value, kind):
+      if not hasattr(value, "keys"):
+        raise _wrong_type(value, kind, path, source)
+      return kind.from_config(value.to_dict() if hasattr(value, "to_dict") else dict(value),
+                              path)
     return _read_dataclass(kind, value, path, source)
   if origin in (types.UnionType, typing.Union):
     if value is None and type(None) in arguments:
       return None
     options = [argument for argument in arguments if argument is not type(None)]
+    classes = [option for option in options if dataclasses.is_dataclass(option)]
+    if source == "config" and len(classes) == 1 and hasattr(value, "keys"):
+      return read(classes[0], value, path, source)
     if len(options) == 1 and options[0] in _SCALARS:
       if source == "config" and not _leaf_ok(value, options[0]):
         raise _wrong_type(value, kind, path, source)

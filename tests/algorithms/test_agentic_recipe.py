@@ -17,11 +17,12 @@ from tests.search import fakes
 from tests.search.test_agentic_search import ScriptedPolicy
 from tests.search.test_agentic_search import planting_model
 from whale_jax import tasks
+from whale_jax import typed_config
 from whale_jax.algorithms import builders
-from whale_jax.algorithms import config_check
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import hosts
+from whale_jax.algorithms import options
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
@@ -58,7 +59,7 @@ def test_harness_only_with_the_agentic_proposer_counts_its_runs_and_accepts_its_
   clients = []
 
   def scripted_client(search_section, run_policy, tokenizer):
-    clients.append(search_section.get("agent_backend", "in_process"))
+    clients.append(search_section.agent_backend)
     return policy
   monkeypatch.setattr(builders, "agent_client", scripted_client)
 
@@ -143,7 +144,7 @@ def test_harness_only_with_the_agentic_proposer_counts_its_runs_and_accepts_its_
 def test_the_config_boundary_refuses_bad_agent_keys_in_one_line(search, message, tmp_path):
   config = agentic_config()
   config.search = search
-  with pytest.raises(config_check.ConfigError) as raised:
+  with pytest.raises(typed_config.ConfigError) as raised:
     experiment.run(config, str(tmp_path / "run"), show_progress=False)
   assert message in str(raised.value) and "\n" not in str(raised.value)
   assert not os.path.exists(tmp_path / "run")   # refused before anything was written
@@ -152,7 +153,7 @@ def test_the_config_boundary_refuses_bad_agent_keys_in_one_line(search, message,
 def test_an_agent_as_harness_learning_teacher_is_refused(tmp_path):
   config = tiny.tiny_config("harness_learning")
   config.harness_learning = dict(teachers=(dict(proposer="agentic"),))
-  with pytest.raises(config_check.ConfigError, match=r"teachers\[0\]\.proposer='agentic'"):
+  with pytest.raises(typed_config.ConfigError, match=r"teachers\[0\]\.proposer='agentic'"):
     experiment_config.parse(config, str(tmp_path))
 
 
@@ -162,8 +163,9 @@ def test_the_cli_agent_is_built_jailed_from_its_section(tmp_path):
   section = dict(proposer="cli_agent", command="agent -p {prompt}", wall_clock_seconds=60,
                  max_cost_usd=2.5, endpoint=("127.0.0.1", 8123), read_only_paths=(
                      str(tmp_path),), instructions=INSTRUCTIONS)
-  config_check.check_proposer(section)
-  proposer = builders.build_proposer(section, None, None, domain, "harness_learning")
+  proposer = builders.build_proposer(
+      typed_config.read(options.SearchSection, section, "config.search"), None, None, domain,
+      "harness_learning")
   assert isinstance(proposer, cli_agent.CliAgentProposer)
   assert isinstance(proposer.runner, cli_agent.BwrapRunner)
   described = proposer.config()

@@ -15,10 +15,10 @@ def test_the_vace_variant_builds_with_vaces_grpo_and_the_demos_world(tmp_path):
   assert experiment_.recipe == "compare"
   assert experiment_.methods == ("vace", "ungated", "rl_only", "vace_harness_only")
   # The demo's world, solver, seed harness and edit mechanisms; the 300 test questions.
-  assert experiment_.domain["seed"] == 7 and experiment_.domain["split_sizes"]["test"] == 300
-  assert experiment_.domain["seed_harness"] == "searchqa_compact"
-  assert experiment_.model["source"] == "embedded"
-  assert tuple(experiment_.search["mechanisms"]) == demo.MECHANISMS
+  assert experiment_.domain.seed == 7 and experiment_.domain.split_sizes["test"] == 300
+  assert experiment_.domain.options["seed_harness"] == "searchqa_compact"
+  assert experiment_.model.source == "embedded"
+  assert experiment_.search.mechanisms == demo.MECHANISMS
   # GRPO as configs/vace.py runs it: groups of 8, DAPO filtering (no refills), clip-higher.
   loop = experiment_.loop
   assert (loop.num_samples, loop.filter_zero_advantage, loop.max_refill_rounds) == (8, True, 0)

@@ -12,6 +12,7 @@ import types
 import pytest
 
 from tests.algorithms import tiny
+from whale_jax import typed_config
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import loop
@@ -23,6 +24,7 @@ from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
 from whale_jax.harness import runtime as runtime_lib
 from whale_jax.sampling import SamplingParams
+from whale_jax.tasks import registry
 from whale_jax.tokenization import load_tokenizer
 
 
@@ -125,7 +127,8 @@ def test_vace_grpo_clips_against_the_sampling_weights_refills_and_keeps_the_budg
   # ... and every refill round's rollouts are counted: the runtime ran exactly the episodes
   # the counts say, and more than one round per step when a round was short.
   weight_ids = {instance.id for instance in
-                builders.build_domain(config.domain.to_dict()).splits()["weight"]}
+                builders.build_domain(typed_config.read(
+                    registry.DomainSection, config.domain.to_dict())).splits()["weight"]}
   weight_episodes = sum(count for task_id, count in observed["episodes"].items()
                         if task_id in weight_ids)
   assert summary["counts"]["weight"] == weight_episodes
@@ -229,8 +232,9 @@ def test_reference_is_the_initial_weights_after_a_restore():
   from configs import presets  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import options  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import policy as policy_lib  # pylint: disable=g-import-not-at-top
-  mesh = builders.build_mesh({"data": 1, "num_devices": 1})
-  model_config, params, _ = builders.load_model(presets.tiny_model(), mesh)
+  mesh = builders.build_mesh(options.MeshSection(data=1, num_devices=1))
+  model_config, params, _ = builders.load_model(
+      typed_config.read(options.ModelSection, presets.tiny_model()), mesh)
   initial = jax.device_get(params)
   policy = policy_lib.Policy(model_config, params, TOKENIZER, mesh, options.PolicyConfig(
       grpo=dict(keep_reference=True), sampler=dict(max_slots=2, max_cache_length=256)))

@@ -7,7 +7,9 @@ import pytest
 
 from configs import vace
 from whale_jax import tasks
+from whale_jax import typed_config
 from whale_jax.algorithms import builders
+from whale_jax.tasks import registry
 
 TABLE_1 = {"hr": {"weight": 26, "validation": 15, "test": 24},        # SPEC 2.5
            "marketing": {"weight": 27, "validation": 22, "test": 23},
@@ -39,7 +41,7 @@ def test_the_paper_config_draws_table_1_per_domain_from_the_task_file(tmp_path):
                                            "sales": 9})
   section = dict(vace.get_config("toolflow").domain)
   section["tasks"] = [path]
-  splits = builders.build_domain(section).splits()
+  splits = builders.build_domain(typed_config.read(registry.DomainSection, section)).splits()
   expected = {split: {domain: TABLE_1[domain][split] for domain in TABLE_1}
               for split in ("weight", "validation", "test")}
   assert _domain_counts(splits) == expected
@@ -93,7 +95,8 @@ def test_bad_per_domain_sizes_are_refused(tmp_path, sizes, options, words):
 
 
 def test_the_smoke_variant_splits_its_generated_tasks_per_domain():
-  splits = builders.build_domain(dict(vace.get_config("toolflow,smoke").domain)).splits()
+  splits = builders.build_domain(typed_config.read(
+      registry.DomainSection, vace.get_config("toolflow,smoke").domain)).splits()
   sizes = vace.SMOKE_SPLIT_PER_DOMAIN
   assert _domain_counts(splits) == {
       split: {domain: sizes[split] for domain in ("hr", "marketing", "finance")}

@@ -1,4 +1,5 @@
 """decode_step (one buffer per layer, unrolled) equals the plain full forward pass."""
+import dataclasses
 import functools
 
 import jax
@@ -52,13 +53,13 @@ def _ragged_run(config, low, reference_params, params, tokens, prompt_lengths):
   runs = {}
   for transposed in (False, True):
     layers = decode_step.split_layers(params, low, transposed)
-    if low.compute_dtype == "bfloat16" and config.tie_embeddings:  # made once, as the sampler
-      layers["embedding_bits"] = decoder.inference_bits(params, low)["embedding"]
+    if low.compute_dtype == "bfloat16" and config.tie_embeddings:  # stored as bits: the sampler
+      layers = dataclasses.replace(layers, embedding=kv_cache.as_bits(params["embedding"]))
 
-    def one_step(cache, token, layers=layers, transposed=transposed):
-      columns, _ = decode_step.step(params, layers, low, token, cache, None, transposed,
+    def one_step(cache, token, layers=layers):
+      columns, _ = decode_step.step(params, layers, low, token, cache, None,
                                     vocab_major=True)  # [V, B]: the same numbers
-      logits, cache = decode_step.step(params, layers, low, token, cache, None, transposed)
+      logits, cache = decode_step.step(params, layers, low, token, cache, None)
       return cache, (logits, columns)
 
     runs[transposed] = jax.lax.scan(one_step, cache, inputs)
@@ -95,7 +96,8 @@ def test_ragged_steps_equal_full_forward(prompt_lengths, tied, dtype):
                       axis=(1, 2))
   for transposed in (False, True):
     layers = jax.eval_shape(lambda p, t=transposed: decode_step.split_layers(p, low, t), params)
-    assert (layers["unembedding"] is None) == (tied == transposed)
+    assert (layers.unembedding is None) == (tied == transposed)
+    assert layers.transposed == transposed
     cache, (logits, columns) = runs[transposed]
     np.testing.assert_array_equal(np.swapaxes(np.asarray(columns), 1, 2), logits)
     gaps = np.max(np.abs(np.asarray(logits, np.float32) - expected), axis=(1, 2))
@@ -104,14 +106,6 @@ def test_ragged_steps_equal_full_forward(prompt_lengths, tied, dtype):
     else:  # bfloat16 rounding, not the step, sets the gap: measured 0.83x the forward pass's
       assert max(gaps) <= 2 * max(dtype_gaps), (transposed, max(gaps), max(dtype_gaps))
     np.testing.assert_array_equal(cache["length"], prompt_lengths + NUM_STEPS)
-
-
-def test_layout_is_the_faster_one_for_the_dtype():
-  """transposed_for: [out, in] for batches of several rows, [in, out] for one row, in both
-  dtypes (docs/benchmarks.md has the measurements behind it)."""
-  bf16 = CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
-  assert [decode_step.transposed_for(CONFIG, b) for b in (1, 2, 32)] == [False, True, True]
-  assert [decode_step.transposed_for(bf16, b) for b in (1, 2, 32)] == [False, True, True]
 
 
 def test_rows_that_do_not_advance_keep_their_length_and_later_match():

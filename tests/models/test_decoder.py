@@ -79,28 +79,30 @@ def test_cached_decoding_equals_full_forward(chunks):
   np.testing.assert_array_equal(cache["length"], [LENGTH] * BATCH)
 
 
-def test_prepared_weight_bits_give_the_same_bfloat16_cache_and_logits():
-  """forward_with_cache(bits=True) reading inference_bits made once equals the pass that
-  converts the weights itself (bitwise) and the float32 full pass over the same rounded
-  weights (bfloat16 tolerance)."""
+def test_weights_and_cache_stored_as_bits_give_the_same_bfloat16_cache_and_logits():
+  """forward_with_cache over weights and a cache stored as bfloat16's bits (uint16: what a
+  sampler on CPU passes) equals the pass over the bfloat16 arrays themselves, bitwise, keeps
+  the cache stored so, and matches the float32 full pass over the same rounded weights
+  (bfloat16 tolerance)."""
   low = CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
   reference = jax.tree.map(lambda p: p.astype(jnp.bfloat16).astype(jnp.float32),
                            _params())
   params = jax.tree.map(lambda p: p.astype(jnp.bfloat16), reference)
-  weight_bits = jax.jit(decoder.inference_bits, static_argnums=1)(params, low)
-  assert {leaf.dtype for leaf in jax.tree.leaves(weight_bits)} == {jnp.dtype(jnp.uint16)}
+  as_bits = lambda x: jax.lax.bitcast_convert_type(x, jnp.uint16)
+  stored = dict(params, embedding=as_bits(params["embedding"]),
+                layers=jax.tree.map(as_bits, params["layers"]))
   tokens = jax.random.randint(jax.random.key(1), (BATCH, LENGTH), 0, CONFIG.vocab_size)
-  run = jax.jit(lambda p, t, c, w: decoder.forward_with_cache(p, low, t, c, bits=True,
-                                                              weight_bits=w))
+  run = jax.jit(lambda p, t, c: decoder.forward_with_cache(p, low, t, c))
   cache = kv_cache.init(low, BATCH, LENGTH)
-  logits, prepared = run(params, tokens, cache, weight_bits)
-  converted_logits, converted = run(params, tokens, cache, None)
-  np.testing.assert_array_equal(logits, converted_logits)
-  np.testing.assert_array_equal(prepared["key"].astype(jnp.float32),
-                                converted["key"].astype(jnp.float32))
+  stored_cache = dict(cache, key=as_bits(cache["key"]), value=as_bits(cache["value"]))
+  logits, from_stored = run(stored, tokens, stored_cache)
+  plain_logits, plain = run(params, tokens, cache)
+  assert from_stored["key"].dtype == jnp.uint16 and plain["key"].dtype == jnp.bfloat16
+  np.testing.assert_array_equal(logits, plain_logits)
+  for name in ("key", "value"):
+    np.testing.assert_array_equal(np.asarray(from_stored[name]),
+                                  np.asarray(plain[name]).view(np.uint16))
   np.testing.assert_allclose(logits, _forward(reference, CONFIG, tokens), atol=0.1, rtol=0)
-  with pytest.raises(ValueError, match="weight_bits is read only with bits=True"):
-    decoder.forward_with_cache(params, low, tokens, cache, weight_bits=weight_bits)
 
 
 def test_cached_decoding_with_ragged_prefill_equals_full_forward():

@@ -1,8 +1,12 @@
 """Layout.choose: the XLA-CPU choices on CPU only, decode_step where it supports the model."""
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from tests.sampling import tiny_model
 from whale_jax.models import ModelConfig
+from whale_jax.models import decoder
 from whale_jax.sampling.layout import Layout
 
 HYBRID = ModelConfig(
@@ -26,16 +30,35 @@ def test_hybrid_models_keep_the_stacked_cache():
     Layout.choose(HYBRID, "cpu", unrolled=True)
 
 
-def test_weight_bits_only_for_plain_16_bit_models_with_bits():
+def test_stores_bits_only_for_plain_16_bit_models_with_bits():
   bfloat16 = tiny_model.CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
-  assert Layout(bits=True).weight_bits(bfloat16)
-  assert not Layout(bits=False).weight_bits(bfloat16)
-  assert not Layout(bits=True).weight_bits(tiny_model.CONFIG)  # float32: its own bits
-  assert not Layout(bits=True).weight_bits(
+  assert Layout(bits=True).stores_bits(bfloat16)
+  assert not Layout(bits=False).stores_bits(bfloat16)
+  assert not Layout(bits=True).stores_bits(tiny_model.CONFIG)  # float32: its own bits
+  assert not Layout(bits=True).stores_bits(
       HYBRID.replace(param_dtype="bfloat16", compute_dtype="bfloat16"))
 
 
+def test_store_weights_keeps_every_value_and_stores_16_bit_floats_as_bits():
+  """store_weights: the embedding and layer weights as uint16 whose bits are the bfloat16
+  values (checked through numpy's view, not through kv_cache); the rest untouched; float32
+  params returned as they are."""
+  bfloat16 = tiny_model.CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
+  params = jax.tree.map(lambda p: p.astype(jnp.bfloat16),
+                        decoder.init_params(tiny_model.CONFIG, jax.random.key(0)))
+  stored = Layout(bits=True).store_weights(params, bfloat16)
+  for name in ("embedding", "layers"):
+    for kept, original in zip(jax.tree.leaves(stored[name]), jax.tree.leaves(params[name])):
+      assert kept.dtype == np.uint16
+      np.testing.assert_array_equal(np.asarray(kept), np.asarray(original).view(np.uint16))
+  assert stored["final_norm"] is params["final_norm"]
+  float32 = decoder.init_params(tiny_model.CONFIG, jax.random.key(0))
+  assert Layout(bits=True).store_weights(float32, tiny_model.CONFIG) is float32
+
+
 def test_for_batch_sets_only_transposed():
+  """[out, in] for batches of several rows, [in, out] for one row, in both dtypes
+  (docs/benchmarks.md has the measurements behind it)."""
   layout = Layout.choose(tiny_model.CONFIG, "cpu")
   assert layout.for_batch(tiny_model.CONFIG, 1) == layout
   assert layout.for_batch(tiny_model.CONFIG, 8) == Layout(unrolled=True, bits=True,

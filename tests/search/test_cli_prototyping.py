@@ -14,9 +14,10 @@ import pytest
 from configs import whale as whale_config
 from tests.search import fakes
 from whale_jax import tasks
+from whale_jax import typed_config
 from whale_jax.algorithms import builders
-from whale_jax.algorithms import config_check
 from whale_jax.algorithms import loop
+from whale_jax.algorithms import options
 from whale_jax.algorithms import run_log
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
@@ -261,8 +262,7 @@ def test_pending_eval_entries_are_checked_field_by_field():
 
 def test_the_claude_code_preset_builds_a_session_per_iteration_proposer(domain, tmp_path):
   config = whale_config.get_config("searchqa,claude_code")
-  section = config.search.to_dict()
-  config_check.check_proposer(section)
+  section = typed_config.read(options.SearchSection, config.search, "config.search")
   proposer = builders.build_proposer(section, None, None, domain, "whale")
   described = proposer.config()
   assert described["session_per"] == "iteration" and described["run_tool"]
@@ -275,6 +275,6 @@ def test_the_claude_code_preset_builds_a_session_per_iteration_proposer(domain, 
   bound = proposer.for_search(tmp_path / "archive", fakes.FakeEvaluate(),
                               domain.splits()["harness"])
   assert isinstance(bound.draft_runner, agentic_proposer.SandboxRunner)
-  bad = dict(section, session_per="iterations")
-  with pytest.raises(config_check.ConfigError, match="did you mean 'iteration'"):
-    config_check.check_proposer(bad)
+  bad = dict(config.search.to_dict(), session_per="iterations")
+  with pytest.raises(typed_config.ConfigError, match="did you mean 'iteration'"):
+    typed_config.read(options.SearchSection, bad, "config.search")

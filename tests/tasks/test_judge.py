@@ -11,9 +11,11 @@ import pytest
 
 from tests import hosted_api_stub
 from tests import http_stub
+from whale_jax import typed_config
 from whale_jax.sampling import openai_client
 from whale_jax.sampling.api import Completion
 from whale_jax.tasks import judge
+from whale_jax.tasks import registry
 from whale_jax.tokenization import load_tokenizer
 
 QUESTION, GOLD = "Who wrote Hamlet?", ["William Shakespeare", "Shakespeare"]
@@ -406,21 +408,23 @@ def test_a_line_cut_off_by_a_kill_is_skipped_and_the_next_starts_on_its_own(tmp_
 
 def test_a_run_caches_its_judges_verdicts_in_its_workdir(tmp_path):
   from whale_jax.algorithms import builders  # pylint: disable=import-outside-toplevel
-  from whale_jax.algorithms import config_check  # pylint: disable=import-outside-toplevel
   with hosted_api_stub.HostedAPIStub() as stub:
-    section = {"name": "synthetic_qa", "seed": 0, "verifier": "judge",
-               "split_sizes": {"weight": 0, "harness": 0, "validation": 0, "test": 1},
-               "judge": {"base_url": stub.url, "model": "gpt-5.4-mini", "backoff_seconds": 0.0,
-                         "constrained": "never"}}
-    config_check.check_domain(section)
+    config = {"name": "synthetic_qa", "seed": 0, "verifier": "judge",
+              "split_sizes": {"weight": 0, "harness": 0, "validation": 0, "test": 1},
+              "judge": {"base_url": stub.url, "model": "gpt-5.4-mini", "backoff_seconds": 0.0,
+                        "constrained": "never"}}
+    section = typed_config.read(registry.DomainSection, config, "config.domain")
     domain = builders.build_domain(builders.with_judge_cache(section, str(tmp_path)))
     (instance,) = domain.splits()["test"]
     assert domain.verify(instance, "<answer>not it</answer>", None) == 0.0
   assert os.path.exists(tmp_path / "judge_cache" / judge.VerdictCache.FILE_NAME)
+  assert builders.with_judge_cache(section, str(tmp_path)).options["judge"]["cache_dir"] == str(
+      tmp_path / "judge_cache")
   for judge_section in ({"cache": False}, {"cache_dir": str(tmp_path / "elsewhere")}):
-    changed = {**section, "judge": {**section["judge"], **judge_section}}
+    changed = typed_config.read(registry.DomainSection, {
+        **config, "judge": {**config["judge"], **judge_section}}, "config.domain")
     assert builders.with_judge_cache(changed, str(tmp_path)) == changed
   assert builders.with_judge_cache(section, "gs://bucket/run") == section
-  section["judge"]["constrained"] = "sometimes"
-  with pytest.raises(config_check.ConfigError, match=r"config\.domain\.judge\.constrained"):
-    config_check.check_domain(section)
+  config["judge"]["constrained"] = "sometimes"
+  with pytest.raises(typed_config.ConfigError, match=r"config\.domain\.judge\.constrained"):
+    typed_config.read(registry.DomainSection, config, "config.domain")

@@ -1,17 +1,17 @@
 """From config sections to the objects a recipe runs on: mesh, model, tokenizer, judge, domain,
 proposer, runtime, and the Run that holds them.
 
-  run = build_run(config, workdir)            # restored from workdir's checkpoint, if any
-  model_config, params, model_dir = load_model({"source": "hf", "path": ...}, mesh)
+  run = build_run(experiment, workdir)        # restored from workdir's checkpoint, if any
+  model_config, params, model_dir = load_model(experiment.model, mesh)
   tokenizer = load_run_tokenizer("byte", model_dir)
-  domain = build_domain({"name": "searchqa", "verifier": "judge", "judge": {...}, ...})
-  proposer = build_proposer({"proposer": "openai", "base_url": ..., "model": ...}, policy,
-                            tokenizer)
+  domain = build_domain(experiment.domain)
+  proposer = build_proposer(experiment.search, policy, tokenizer, domain, recipe)
 
-Every builder but build_run takes one section of the ExperimentConfig
-(algorithms/experiment_config.py: typed, or a plain dict already checked there), never the
-ConfigDict; build_run takes the ExperimentConfig. Used by experiment.py (every recipe) and harness_learning.py
-(the proposer model, its tokenizer and the teachers).
+Every builder but build_run takes one typed section of the ExperimentConfig
+(algorithms/experiment_config.py: options.ModelSection, SearchSection, MeshSection,
+tasks/registry.DomainSection, checked once there), never the ConfigDict; build_run takes the
+ExperimentConfig. Used by experiment.py (every recipe) and harness_learning.py (the proposer
+model, its tokenizer and the teachers).
 
 Sections (configs/*.py hold complete examples):
   model     source "random" (ModelConfig fields + seed), "hf" (path, dtype, loader options) or
@@ -57,20 +57,20 @@ Sections (configs/*.py hold complete examples):
             memory_bytes, ...).
   mesh      {data, fsdp, tensor} sizes, and num_devices (use the first N; 0 = all).
 """
+import dataclasses
 import os
 
 import jax
 
 from whale_jax import tasks
 from whale_jax import typed_config
-from whale_jax.algorithms import config_check
 from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import loop
+from whale_jax.algorithms import options
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import run_log
 from whale_jax.harness import HarnessRuntime
-from whale_jax.harness import static_checks
 from whale_jax.models import ModelConfig
 from whale_jax.models import hf
 from whale_jax.models import presets
@@ -78,12 +78,10 @@ from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
-from whale_jax.search import agent_tools
 from whale_jax.search import agentic_proposer
 from whale_jax.search import archive_view
 from whale_jax.search import cli_agent
 from whale_jax.search import edit_library
-from whale_jax.search import meta_harness
 from whale_jax.search import model_proposer
 from whale_jax.search import steering
 from whale_jax.tasks import judge as judge_lib
@@ -92,40 +90,36 @@ from whale_jax.train import checkpoint as checkpoint_lib
 from whale_jax.train import train_state
 
 EMBEDDED_SOLVER = presets.EMBEDDED_SOLVER
-PROPOSERS = config_check.PROPOSERS
+PROPOSERS = options.PROPOSERS
 
 
 def build_mesh(mesh_section):
-  """The device mesh of config.mesh ({"data": -1} when empty)."""
-  mesh_section = dict(mesh_section or {"data": -1})
-  num_devices = mesh_section.pop("num_devices", 0)  # 0 = all devices
+  """The device mesh of config.mesh (an options.MeshSection)."""
+  num_devices = mesh_section.num_devices  # 0 = all devices
   if jax.process_count() > 1 and num_devices and num_devices != jax.device_count():
     raise ValueError(f"config.mesh.num_devices={num_devices} on a run of "
                      f"{jax.process_count()} processes: a multi-host mesh spans every host's "
                      f"devices. Set config.mesh.num_devices=0 (all {jax.device_count()}).")
-  return mesh_lib.make_mesh(**mesh_section,
+  return mesh_lib.make_mesh(**mesh_section.axis_sizes(),
                             devices=jax.devices()[:num_devices] if num_devices else None)
 
 
 def load_model(model_section, mesh, key_path="config.model"):
-  """(ModelConfig, params placed on mesh, model directory or None) from a model section.
+  """(ModelConfig, params placed on mesh, model directory or None) of an options.ModelSection.
 
   Random weights are initialized already sharded by the train rules (no full copy on one
   device first), as checkpoints are loaded.
   """
-  model_section = dict(model_section)
-  source = model_section.pop("source", "random")
+  source = model_section.source
   if source == "random":
-    seed = model_section.pop("seed", 0)
-    model_config = ModelConfig(**model_section)
-    params = train_state.init_params(model_config, jax.random.key(seed), mesh,
+    model_config = ModelConfig(**model_section.model_fields)
+    params = train_state.init_params(model_config, jax.random.key(model_section.seed), mesh,
                                      rules.TRAIN_RULES)
     return model_config, params, None
   if source in ("hf", "embedded"):
-    path = EMBEDDED_SOLVER if source == "embedded" else model_section.pop("path")
-    model_section.pop("path", None)
-    dtype = model_section.pop("dtype", "float32")
-    model_config, params = hf.load_hf(path, dtype=dtype, mesh=mesh, **model_section)
+    path = EMBEDDED_SOLVER if source == "embedded" else model_section.path
+    model_config, params = hf.load_hf(path, dtype=model_section.dtype, mesh=mesh,
+                                      **model_section.model_fields)
     return model_config, params, path
   raise ValueError(f"{key_path}.source={source!r}; use 'random', 'hf' or 'embedded'.")
 
@@ -146,25 +140,26 @@ def build_judge(judge_section):
 
 
 def with_judge_cache(domain_section, workdir):
-  """domain_section whose judge keeps its verdicts in workdir/judge_cache, so a resumed or
-  repeated evaluation asks nothing twice; unchanged when the judge section names its own
-  cache_dir, turns the cache off, or workdir is not a local path (gs://...)."""
-  judge_section = domain_section.get("judge")
-  if (not isinstance(judge_section, dict) or domain_section.get("verifier") != "judge" or
-      judge_section.get("cache_dir") or not judge_section.get("cache", True) or
+  """domain_section (a tasks/registry.DomainSection) whose judge keeps its verdicts in
+  workdir/judge_cache, so a resumed or repeated evaluation asks nothing twice; unchanged when
+  the judge section names its own cache_dir, turns the cache off, or workdir is not a local
+  path (gs://...)."""
+  judge_section = domain_section.options.get("judge")
+  if (not isinstance(judge_section, dict) or domain_section.options.get("verifier") != "judge"
+      or judge_section.get("cache_dir") or not judge_section.get("cache", True) or
       "://" in os.fspath(workdir)):
     return domain_section
-  return {**domain_section,
-          "judge": {**judge_section, "cache_dir": os.path.join(workdir, "judge_cache")}}
+  return dataclasses.replace(domain_section, options={
+      **domain_section.options,
+      "judge": {**judge_section, "cache_dir": os.path.join(workdir, "judge_cache")}})
 
 
 def build_domain(domain_section):
-  """The tasks.Domain of a domain section (name + builder options, judge section built)."""
-  domain_section = dict(domain_section)
-  name = domain_section.pop("name")
-  if isinstance(domain_section.get("judge"), dict):
-    domain_section["judge"] = build_judge(domain_section["judge"])
-  return tasks.get_domain(name, **domain_section)
+  """The tasks.Domain of a tasks/registry.DomainSection (its judge section built)."""
+  keywords = domain_section.keywords()
+  if isinstance(keywords.get("judge"), dict):
+    keywords["judge"] = build_judge(keywords["judge"])
+  return tasks.get_domain(domain_section.name, **keywords)
 
 
 RECIPE_FAMILIES = {"whale": "whale", "whale_adaptive": "whale", "fst": "whale", "vace": "vace",
@@ -182,58 +177,54 @@ def default_search_answers(recipe):
 
 def agent_client(search_section, policy, tokenizer):
   """The chat client of an agentic section: the in-process sampler or an OpenAI endpoint."""
-  backend = search_section.get("agent_backend", "in_process")
-  if backend == "in_process":
-    sampling = SamplingParams(**dict(search_section.get("sampling") or {"max_tokens": 1024}))
+  if search_section.agent_backend == "in_process":
+    sampling = SamplingParams(**(search_section.sampling or {"max_tokens": 1024}))
     return agentic_proposer.InProcessToolClient(policy.sampler, tokenizer, sampling)
   return agentic_proposer.OpenAIToolClient(
-      search_section["base_url"], search_section["model"],
-      api_key_env=search_section.get("api_key_env") or None,
-      **{k: search_section[k] for k in ("timeout_seconds", "max_retries",
-                                        "max_consecutive_failures") if k in search_section})
+      search_section.base_url, search_section.model,
+      api_key_env=search_section.api_key_env or None,
+      timeout_seconds=search_section.timeout_seconds, max_retries=search_section.max_retries,
+      max_consecutive_failures=search_section.max_consecutive_failures)
 
 
-def _build_agent(kind, search_section, policy, tokenizer, domain, recipe):
+def _build_agent(search_section, policy, tokenizer, domain, recipe):
   """An unbound AgenticProposer or CliAgentProposer (the loop binds it with for_search)."""
+  kind = search_section.proposer
   if domain is None:
     raise ValueError(f"config.search.proposer={kind!r} needs the domain (build_proposer(..., "
                      "domain=...)): its splits' references are withheld from the agent.")
   common = dict(
-      search_answers=search_section.get("search_answers") or default_search_answers(recipe),
+      search_answers=search_section.search_answers or default_search_answers(recipe),
       withheld=agentic_proposer.held_out_strings(domain.splits()),
-      instructions=(steering.load_file(search_section["instructions"])
-                    if search_section.get("instructions") else None),
-      name=search_section.get("name") or kind)
+      instructions=(steering.load_file(search_section.instructions)
+                    if search_section.instructions else None),
+      name=search_section.name or kind)
   if kind == "agentic":
-    sampling = dict(search_section.get("sampling") or {})
     return agentic_proposer.AgenticProposer(
         agent_client(search_section, policy, tokenizer), None, domain, None,
-        budgets=agent_tools.AgentBudgets(**dict(search_section.get("agent_budgets") or {})),
-        sampling={} if search_section.get("agent_backend", "in_process") == "in_process"
-        else sampling, seed=search_section.get("seed", 0), tokenizer=tokenizer,
-        use_run_tool=search_section.get("run_tool", True), **common)
-  endpoint = search_section.get("endpoint") or None
+        budgets=search_section.agent_budgets,
+        sampling={} if search_section.agent_backend == "in_process"
+        else dict(search_section.sampling or {}), seed=search_section.seed,
+        tokenizer=tokenizer, use_run_tool=search_section.run_tool, **common)
   runner = cli_agent.BwrapRunner(
-      read_only_paths=search_section.get("read_only_paths", ()),
-      pass_environment=search_section.get("pass_environment", ()),
-      environment=search_section.get("environment") or None,
-      endpoint=tuple(endpoint) if endpoint else None,
-      https_allow=tuple(search_section.get("https_allow") or ()))
+      read_only_paths=search_section.read_only_paths,
+      pass_environment=search_section.pass_environment,
+      environment=search_section.environment or None,
+      endpoint=tuple(search_section.endpoint) if search_section.endpoint else None,
+      https_allow=tuple(search_section.https_allow))
   return cli_agent.CliAgentProposer(
-      search_section["command"], None, domain, None, runner=runner,
-      wall_clock_seconds=search_section.get("wall_clock_seconds", 1800.0),
-      max_cost_usd=search_section.get("max_cost_usd"),
-      session_per=search_section.get("session_per", "candidate"),
-      use_run_tool=search_section.get("run_tool", True),
-      budgets=agent_tools.AgentBudgets(**dict(search_section.get("agent_budgets") or {})),
-      **common)
+      search_section.command, None, domain, None, runner=runner,
+      wall_clock_seconds=search_section.wall_clock_seconds,
+      max_cost_usd=search_section.max_cost_usd, session_per=search_section.session_per,
+      use_run_tool=search_section.run_tool, budgets=search_section.agent_budgets, **common)
 
 
 def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
   """The proposer of a search section (a Meta-Harness proposer or a Harness Learning teacher).
 
   Args:
-    search_section: {"proposer": one of PROPOSERS, ...its options} (module docstring).
+    search_section: an options.SearchSection (module docstring; its context_tokens and
+      max_lines are the search's: build_run puts them in the Run).
     policy: the solver Policy; "in_process" proposes with its sampler (or, with model_path,
       with another checkpoint on the sampler's mesh).
     tokenizer: the solver's tokenizer.
@@ -241,34 +232,35 @@ def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
       withheld, its name picks the steering file).
     recipe: the recipe the proposer serves (the default of search_answers).
   """
-  search_section = dict(search_section)
-  search_section.pop("context_tokens", None)   # the search's (build_run puts it in the Run)
-  search_section.pop("max_lines", None)        # likewise
-  kind = search_section.pop("proposer", "edit_library")
+  kind = search_section.proposer
   if kind in ("agentic", "cli_agent"):
-    return _build_agent(kind, search_section, policy, tokenizer, domain, recipe)
-  seed = search_section.pop("seed", 0)
+    return _build_agent(search_section, policy, tokenizer, domain, recipe)
   if kind == "edit_library":
     return edit_library.EditLibraryProposer(
-        seed=seed, mechanisms=search_section.get("mechanisms"),
+        seed=search_section.seed, mechanisms=search_section.mechanisms,
         edit_catalogue=getattr(domain, "edit_catalogue", None) or None)
-  sampling = dict(search_section.pop("sampling", {"max_tokens": 1024}))
   if kind == "in_process":
     backend, proposer_tokenizer = policy.sampler, tokenizer
-    if search_section.get("model_path"):  # a proposer checkpoint different from the solver
+    if search_section.model_path:  # a proposer checkpoint different from the solver
       # On a local mesh: on a multi-host run only host 0 proposes (algorithms/hosts.py).
       local = policy.sampler_mesh
-      model_config, params = hf.load_hf(search_section["model_path"], mesh=local)
-      proposer_tokenizer = load_tokenizer(search_section.get("tokenizer") or
-                                          search_section["model_path"])
+      model_config, params = hf.load_hf(search_section.model_path, mesh=local)
+      proposer_tokenizer = load_tokenizer(search_section.tokenizer or search_section.model_path)
       backend = Sampler(model_config, params, tokenizer=proposer_tokenizer, mesh=local)
     return model_proposer.in_process_proposer(backend, proposer_tokenizer,
-                                              SamplingParams(**sampling), seed=seed)
+                                              SamplingParams(**search_section.sampling),
+                                              seed=search_section.seed)
   if kind == "openai":
     # The chat call's keywords, as a dict: the endpoint, not SamplingParams, interprets them.
     return model_proposer.openai_proposer(
-        search_section.pop("base_url"), search_section.pop("model"), sampling=sampling,
-        seed=seed, **search_section)
+        search_section.base_url, search_section.model, api_key_env=search_section.api_key_env,
+        timeout_seconds=search_section.timeout_seconds, max_retries=search_section.max_retries,
+        sampling=dict(search_section.sampling), seed=search_section.seed,
+        name=search_section.name or None,
+        initial_backoff_seconds=search_section.initial_backoff_seconds,
+        max_backoff_seconds=search_section.max_backoff_seconds,
+        max_consecutive_failures=search_section.max_consecutive_failures,
+        extra_body=search_section.extra_body)
   raise ValueError(f"config.search.proposer={kind!r}; use one of {', '.join(PROPOSERS)}.")
 
 
@@ -284,7 +276,7 @@ def build_checked_domain(domain_section, workdir, key_path="config.domain"):
   try:
     return build_domain(with_judge_cache(domain_section, workdir))
   except (ValueError, TypeError, OSError) as error:
-    raise config_check.ConfigError(typed_config.one_line(error, key_path)) from None
+    raise typed_config.ConfigError(typed_config.one_line(error, key_path)) from None
 
 
 def build_run(experiment, workdir, show_progress=True, recipe=None):
@@ -301,12 +293,12 @@ def build_run(experiment, workdir, show_progress=True, recipe=None):
   model_config, params, model_dir = load_model(experiment.model, mesh)
   tokenizer = load_run_tokenizer(experiment.tokenizer, model_dir)
   policy = policy_lib.Policy(model_config, params, tokenizer, mesh, experiment.training)
-  search_section = dict(experiment.search)
   # On a multi-host run the agent, and the episodes of its `run` tool, run on host 0 only
   # (loop.bind_proposer).
   runtime, proposer = hosts.for_processes(
       build_runtime(policy.sampler, tokenizer, domain, experiment.runtime),
-      build_proposer(search_section, policy, tokenizer, domain, recipe or experiment.recipe))
+      build_proposer(experiment.search, policy, tokenizer, domain,
+                     recipe or experiment.recipe))
   manager = checkpoint_lib.make_manager(os.path.join(workdir, "checkpoints"), max_to_keep=2)
   run = loop.Run(
       workdir=workdir, loop=experiment.loop, policy=policy,
@@ -315,9 +307,8 @@ def build_run(experiment, workdir, show_progress=True, recipe=None):
       log=run_log.RunLog(workdir, enabled=jax.process_index() == 0),
       counts=run_log.RolloutCounts(), state=loop.LoopState(incumbent=domain.seed_harness),
       manager=manager, tokenizer=tokenizer, show_progress=show_progress,
-      search_context_tokens=search_section.get("context_tokens",
-                                               meta_harness.DEFAULT_CONTEXT_TOKENS),
-      search_max_lines=search_section.get("max_lines", static_checks.DEFAULT_MAX_LINES))
+      search_context_tokens=experiment.search.context_tokens,
+      search_max_lines=experiment.search.max_lines)
   loop.restore(run, train_state.abstract(model_config, policy.optimizer, mesh,
                                          rules.TRAIN_RULES))
   return run

@@ -65,7 +65,7 @@ def run_recipe(run, recipe, experiment):
   if recipe == "harness_learning":
     return harness_learning.run_harness_learning(
         run, recipe_options, solver_training=experiment.training,
-        domain_section=dict(experiment.domain))
+        domain_section=experiment.domain)
   raise ValueError(f"config.recipe={recipe!r}; use one of {', '.join(RECIPES)} or 'compare'.")
 
 
@@ -108,8 +108,8 @@ def run(config, workdir, show_progress=True):
         extra_fingerprint=json.dumps(experiment.source, sort_keys=True, default=repr))
   recipe = experiment.recipe
   if recipe == "warm_start":
-    return warm_start.run(experiment.warm_start, dict(experiment.model), experiment.training,
-                          workdir, show_progress)
+    return warm_start.run(experiment.warm_start, experiment.model or options.ModelSection(),
+                          experiment.training, workdir, show_progress)
   if recipe != "compare":
     return run_one(experiment, workdir, recipe, show_progress)
   summaries = {}

@@ -11,10 +11,15 @@ the recipes and aot.py take the ExperimentConfig and check nothing again. Sectio
   sampling              SamplingParams; eval_sampling: sampling with config.eval_sampling's
                         overrides
   runtime               harness/runtime_config.RuntimeConfig
-  model, tokenizer, domain, search, mesh   plain values checked by config_check.py (their
-                        layout is what builders.py builds from)
-Cross-section rules (check_temperatures): the temperature the loss's log-probabilities use
-must be the temperature the rollouts are sampled at.
+  model, search, mesh   options.ModelSection, SearchSection, MeshSection (what builders.py
+                        builds from)
+  domain                tasks/registry.DomainSection
+  tokenizer             a name or path
+The sections are read by typed_config (their keys, types and values); config_check.py checks
+the paths they name and the workdir. Cross-section rules: a run's model section is a whole
+ModelConfig when random (a warm start's vocabulary comes from its tokenizer), and
+(check_temperatures) the temperature the loss's log-probabilities use must be the temperature
+the rollouts are sampled at.
 
 This module imports no jax.
 """
@@ -25,7 +30,9 @@ from whale_jax import typed_config
 from whale_jax.algorithms import config_check
 from whale_jax.algorithms import options
 from whale_jax.harness import runtime_config
+from whale_jax.models import config as model_config_lib
 from whale_jax.sampling import api as sampling_api
+from whale_jax.tasks import registry
 
 ConfigError = typed_config.ConfigError
 TOP_LEVEL_KEYS = ("recipe", "methods", "model", "tokenizer", "domain", "sampling",
@@ -42,7 +49,8 @@ _TYPED = {"loop": options.LoopConfig, "training": options.PolicyConfig,
           "whale": options.WhaleConfig, "vace": options.VaceConfig,
           "baseline": options.BaselineConfig, "harness_learning": options.HarnessLearningConfig,
           "warm_start": options.WarmStartConfig, "runtime": runtime_config.RuntimeConfig,
-          "sampling": sampling_api.SamplingParams}
+          "sampling": sampling_api.SamplingParams, "search": options.SearchSection,
+          "mesh": options.MeshSection}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +59,9 @@ class ExperimentConfig:
   dicts), written to the run's config.json."""
   recipe: str
   methods: tuple[str, ...] = ()
-  model: dict = dataclasses.field(default_factory=dict)
+  model: options.ModelSection | None = None      # None: a warm start without config.model
   tokenizer: str = ""
-  domain: dict = dataclasses.field(default_factory=dict)
+  domain: registry.DomainSection | None = None   # None: a warm start without config.domain
   sampling: sampling_api.SamplingParams = sampling_api.SamplingParams()
   eval_sampling: sampling_api.SamplingParams = sampling_api.SamplingParams()
   training: options.PolicyConfig = options.PolicyConfig()
@@ -63,9 +71,9 @@ class ExperimentConfig:
   baseline: options.BaselineConfig = options.BaselineConfig()
   harness_learning: options.HarnessLearningConfig = options.HarnessLearningConfig()
   warm_start: options.WarmStartConfig = options.WarmStartConfig()
-  search: dict = dataclasses.field(default_factory=dict)
+  search: options.SearchSection = options.SearchSection()
   runtime: runtime_config.RuntimeConfig = runtime_config.RuntimeConfig()
-  mesh: dict = dataclasses.field(default_factory=dict)
+  mesh: options.MeshSection = options.MeshSection()
   source: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
   def recipe_options(self, recipe):
@@ -127,25 +135,23 @@ def check_temperatures(experiment):
           f"{learning.proposer_sampling.temperature!r}: {rule}; set both to the same value.")
 
 
+def _check_model(model, key_path, complete=True):
+  """A model section a run can build: a "random" one is a whole ModelConfig (complete=False,
+  a warm start's, whose vocabulary comes from the tokenizer it trains: any part of one); an
+  "hf" one's checkpoint exists."""
+  if model.source == "random" and complete:
+    typed_config.read(model_config_lib.ModelConfig, model.model_fields, key_path)
+  config_check.check_model_path(model, key_path)
+
+
 def _check_harness_learning(learning, key_path="config.harness_learning"):
   typed_config.read(learning.rewards.__class__, dict(learning.reward), f"{key_path}.reward")
-  if learning.proposer_model:
-    config_check.check_model(learning.proposer_model, f"{key_path}.proposer_model")
+  if learning.proposer_model is not None:
+    _check_model(learning.proposer_model, f"{key_path}.proposer_model")
   if learning.proposer_tokenizer:
     config_check.check_tokenizer(learning.proposer_tokenizer, f"{key_path}.proposer_tokenizer")
   for index, teacher in enumerate(learning.teachers):
-    config_check.check_proposer(teacher, f"{key_path}.teachers[{index}]")
-    if teacher.get("proposer") in ("agentic", "cli_agent"):
-      raise ConfigError(f"{key_path}.teachers[{index}].proposer={teacher['proposer']!r}: a "
-                        "teacher answers one revision context without a search archive; use "
-                        "'edit_library', 'in_process' or 'openai' (the coding agents propose "
-                        "in config.search).")
-  for name in ("sft_domains", "grpo_domains"):
-    for index, entry in enumerate(getattr(learning, name)):
-      if isinstance(entry, dict):
-        config_check.check_domain(entry, f"{key_path}.{name}[{index}]")
-      else:
-        config_check.check_domain_name(entry, f"{key_path}.{name}[{index}]")
+    config_check.check_search_paths(teacher, f"{key_path}.teachers[{index}]")
 
 
 def parse(config, workdir):
@@ -170,8 +176,10 @@ def parse(config, workdir):
   typed = {}
   for name, cls in _TYPED.items():
     section = dict(_section(plain, name))
-    if name == "harness_learning" and not section.get("proposer_training", True):
-      section.pop("proposer_training")  # {}: the solver's
+    if name == "harness_learning":
+      for empty in ("proposer_training", "proposer_model"):  # {}: the solver's
+        if not section.get(empty, True):
+          section.pop(empty)
     typed[name] = typed_config.read(cls, section, f"config.{name}")
   if plain.get("harness_learning"):
     _check_harness_learning(typed["harness_learning"])
@@ -182,24 +190,25 @@ def parse(config, workdir):
       **{f.name: getattr(typed["sampling"], f.name)
          for f in dataclasses.fields(sampling_api.SamplingParams)}, **eval_overrides},
                                     "config.eval_sampling")
-  model, domain, search = (dict(_section(plain, name)) for name in ("model", "domain", "search"))
-  mesh = dict(_section(plain, "mesh"))
-  if "model" in plain:
-    config_check.check_model(model, complete=recipe != "warm_start")
-  tokenizer = plain.get("tokenizer", "")
   if recipe != "warm_start":
     for name in ("model", "domain"):
       if name not in plain:
         raise ConfigError(f"config.{name} is missing; every recipe but warm_start needs it "
                           "(see configs/whale.py).")
+  model, domain = (typed_config.read(kind, _section(plain, name), f"config.{name}")
+                   if name in plain else None
+                   for name, kind in (("model", options.ModelSection),
+                                      ("domain", registry.DomainSection)))
+  if model is not None:
+    _check_model(model, "config.model", complete=recipe != "warm_start")
+  tokenizer = plain.get("tokenizer", "")
+  if recipe != "warm_start":
     config_check.check_tokenizer(tokenizer)
-    config_check.check_domain(domain)
-    config_check.check_proposer(search)
-  config_check.check_mesh(mesh)
+  config_check.check_search_paths(typed["search"])
   config_check.check_workdir(workdir)
   experiment = ExperimentConfig(recipe=recipe, methods=methods, model=model, tokenizer=tokenizer,
-                                domain=domain, eval_sampling=eval_sampling, search=search,
-                                mesh=mesh, source=plain, **typed)
+                                domain=domain, eval_sampling=eval_sampling, source=plain,
+                                **typed)
   if recipe != "warm_start":
     check_temperatures(experiment)
   return experiment

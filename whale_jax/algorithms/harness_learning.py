@@ -125,6 +125,7 @@ from whale_jax.parallel import rules
 from whale_jax.rollouts import sharding
 from whale_jax.search import revision as revision_lib
 from whale_jax.sampling import SamplingParams
+from whale_jax.tasks import registry
 from whale_jax.tasks import seed_harnesses
 from whale_jax.search import evaluation as search_evaluation
 from whale_jax.tokenization import load_tokenizer
@@ -173,7 +174,7 @@ def build_proposer(run, hl_config, solver_training):
   """
   mesh = run.policy.mesh
   training = hl_config.proposer_training or solver_training
-  if hl_config.proposer_model:
+  if hl_config.proposer_model is not None:
     model_config, params, model_dir = builders.load_model(
         hl_config.proposer_model, mesh, key_path="config.harness_learning.proposer_model")
     tokenizer = builders.load_run_tokenizer(
@@ -257,16 +258,15 @@ def _submit(run, proposer, context, n, key):
 
 def training_domains(run, domain_section, entries):
   """The Domains named by sft_domains / grpo_domains (empty: [run.domain]); a name is built
-  with the seed and split_sizes of domain_section (config.domain)."""
+  with the seed and split_sizes of domain_section (config.domain, a DomainSection)."""
   if not entries:
     return [run.domain]
   domains = []
   for entry in entries:
     if isinstance(entry, str):
-      shared = {name: domain_section[name] for name in ("seed", "split_sizes")
-                if name in domain_section}
-      domains.append(run.domain if entry == run.domain.name else
-                     builders.build_domain({"name": entry, **shared}))
+      domains.append(run.domain if entry == run.domain.name else builders.build_domain(
+          registry.DomainSection(name=entry, seed=domain_section.seed,
+                                 split_sizes=domain_section.split_sizes)))
     else:
       domains.append(builders.build_domain(entry))
   return domains
@@ -595,8 +595,8 @@ def run_harness_learning(run, hl_config, solver_training, domain_section):
     hl_config: options.HarnessLearningConfig (config.harness_learning).
     solver_training: config.training, the proposer's training options when
       hl_config.proposer_training is empty.
-    domain_section: config.domain, whose seed and split_sizes build the training domains
-      given by name.
+    domain_section: config.domain (a tasks/registry.DomainSection), whose seed and
+      split_sizes build the training domains given by name.
   """
   proposer = build_proposer(run, hl_config, solver_training)
   try:

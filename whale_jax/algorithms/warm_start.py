@@ -196,8 +196,8 @@ def _teacher_name(mix, turns, words):
 def _model_from_solver(path, model_section, mesh):
   """(ModelConfig, params) of a solver directory, refusing a config.model whose shape differs."""
   model_config, params = hf.load_hf(path, mesh=mesh, rules=rules.TRAIN_RULES)
-  for name, value in model_section.items():
-    if name not in ("source", "seed") and getattr(model_config, name, value) != value:
+  for name, value in model_section.model_fields.items():
+    if getattr(model_config, name, value) != value:
       raise ValueError(f"config.model.{name}={value!r} differs from the init_solver {path}'s "
                        f"{getattr(model_config, name)!r}; make them equal or drop the key.")
   return model_config, params
@@ -208,9 +208,9 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
 
   Args:
     warm_config: options.WarmStartConfig (config.warm_start).
-    model_section: config.model (ModelConfig fields, source "random", seed); the vocabulary
-      size is the trained tokenizer's. With warm_config.init_solver the model is that
-      solver's, and a field given here must equal it.
+    model_section: config.model (an options.ModelSection: source "random", seed, ModelConfig
+      fields); the vocabulary size is the trained tokenizer's. With warm_config.init_solver
+      the model is that solver's, and a field given here must equal it.
     policy_config: options.PolicyConfig (config.training).
   """
   os.makedirs(workdir, exist_ok=True)
@@ -228,12 +228,12 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
   if warm_config.init_solver:
     model_config, params = _model_from_solver(warm_config.init_solver, model_section, mesh)
   else:
-    model_fields = {k: v for k, v in model_section.items() if k not in ("source", "seed")}
+    model_fields = dict(model_section.model_fields)
     model_fields["vocab_size"] = -(-tokenizer.vocab_size // 64) * 64
     model_fields.setdefault("eos_token_ids", tuple(tokenizer.eos_ids))
     model_config = ModelConfig(**model_fields)
     params = train_state.init_params(model_config,
-                                     jax.random.key(model_section.get("seed", 0)), mesh,
+                                     jax.random.key(model_section.seed), mesh,
                                      rules.TRAIN_RULES)
   mix = warm_config.teacher_mix
   counts = batch_counts(mix, policy_config.samples_per_step)

@@ -8,12 +8,17 @@ cache. On CPU, XLA copies each layer's slice of both out of the stacked buffers 
 which costs more than the step itself at small batch sizes. Here the layers are unrolled:
   cache: {"key": L buffers [B, K, H, S], "value": L buffers [B, K, S, H], "length": [B]}
     (keys with S minor and values with H minor are the layouts XLA's CPU dots read fastest)
-  layers: split_layers(params), the per-layer weights as 2-D matrices (a copy, made once per
-    params version by the caller), in the layout XLA's CPU dots read fastest for the batch and
-    dtype (transposed_for), and the unembedding in that layout when the params' is the other.
+  weights: split_layers(params), a Weights: the per-layer weights as 2-D matrices (a copy,
+    made once per params version by the caller) stored [in, out] or [out, in] (the caller's
+    choice, carried by the Weights as data: the sampler's layout picks the one XLA's CPU dots
+    read fastest for the batch), and the unembedding in that orientation when the params' is
+    the other.
 A step writes each row's new key/value at slot length[b], then attends to slots 0..length[b].
 Plain decoders only (not hybrid ones); decoder.forward_with_cache covers every model.
 """
+import dataclasses
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -56,30 +61,34 @@ def from_stacked(key, value):
   return keys, values
 
 
-def transposed_for(config, batch_size):
-  """The weight layout step() runs fastest with on XLA's CPU: True for [out, in].
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Weights:
+  """What step() reads besides the params: split_layers' copy, and how it is stored.
 
-  Every product takes its inputs in the compute dtype and accumulates in float32
-  (preferred_element_type; products.matmul). A matrix-vector product (one row) reads [in, out]
-  fastest. With a few rows [out, in] is faster in either dtype: in float32 contracted on the
-  right (up to 1.7x at batch 32, ~100M shapes), in 16-bit floats as the left side of the
-  product, which XLA's matmul library (AMX where the CPU has it) reads without preparing a
-  copy of the weights at every call (1.7-2x at batch 8-64; docs/benchmarks.md).
+  layers: one dict of 2-D matrices and vectors per layer (split_layers).
+  unembedding: [D, V] ([V, D] when transposed) where the params' own matrix is not in that
+    orientation and dtype; None where it is.
+  embedding: the table step() gathers the tokens' rows from in place of the params' (e.g. a
+    copy stored as the compute dtype's bits, kv_cache.as_bits); None: the params'.
+  transposed: static; the matrices are stored [out, in] (else [in, out]).
   """
-  del config  # the same choice for both dtypes; products.matmul writes each its way
-  return batch_size > 1
+  layers: tuple
+  unembedding: Any = None
+  embedding: Any = None
+  transposed: bool = dataclasses.field(default=False, metadata={"static": True})
 
 
 def split_layers(params, config, transposed=False):
-  """Per-layer weights as 2-D matrices in the compute dtype (a copy), for step().
+  """Per-layer weights as 2-D matrices in the compute dtype (a copy), for step(): a Weights.
 
-  Each projection is stored [in, out] (transposed=False) or [out, in] (transposed=True);
-  transposed_for picks the faster for a batch size. The projections that read the same input
+  Each projection is stored [in, out] (transposed=False) or [out, in] (transposed=True); the
+  two give the same numbers, and which is faster depends on the compiler and batch size (the
+  sampler's layout chooses). The projections that read the same input
   are one matrix (query, key and value; gate and up): one product instead of three or two,
   which saves each product's fixed cost (a fifth of a small model's step).
-  Returns {"layers": one dict per layer, "unembedding": [D, V] or [V, D] in the layout, or
-  None where the params' own (tied embedding [V, D], else unembedding [D, V]) already is}.
-  Per layer:
+  Weights.unembedding is [D, V] or [V, D] in that orientation, or None where the params' own
+  (tied embedding [V, D], else unembedding [D, V]) already is. Per layer:
     attention_norm, mlp_norm [D]; qkv [D, N*H + 2*K*H] (query, key, value columns in that
     order); output [N*H, D]; gate_up [D, 2*F] (gate, then up); down [F, D] (each the other
     way round when transposed); query_bias [N*H], key_bias, value_bias [K*H], output_bias [D],
@@ -113,7 +122,7 @@ def split_layers(params, config, transposed=False):
   unembedding = None
   if stored_transposed != transposed or stored.dtype != dtype:
     unembedding = (stored if stored_transposed == transposed else stored.T).astype(dtype)
-  return {"layers": tuple(layers), "unembedding": unembedding}
+  return Weights(tuple(layers), unembedding, transposed=transposed)
 
 
 def _attend(query, keys, values, valid):
@@ -170,27 +179,26 @@ def _write(buffer, new, lengths, axis):
   return buffer.at[index].set(new, mode="drop")
 
 
-def in_columns(config, batch_size, transposed):
+def in_columns(config, batch_size, weights):
   """Whether step() keeps the residual stream as columns [D, B]: a 16-bit step of an even
-  batch in the [out, in] layout (every weight product is then W @ h, weights on the left)."""
-  return transposed and jnp.dtype(config.compute_jnp_dtype).itemsize == 2 and batch_size % 2 == 0
+  batch with weights stored [out, in] (every weight product is then W @ h, weights on the
+  left)."""
+  return (weights.transposed and jnp.dtype(config.compute_jnp_dtype).itemsize == 2 and
+          batch_size % 2 == 0)
 
 
-def step(params, layers, config, tokens, cache, advance=None, transposed=False,
-         vocab_major=False):
+def step(params, weights, config, tokens, cache, advance=None, vocab_major=False):
   """Feeds one token per row and returns the next-token logits.
 
   Args:
     params: the full params tree (embedding, final norm, unembedding are read from it).
-    layers: split_layers(params, config, transposed), to which a caller may add
-      "embedding_bits": decoder.inference_bits(params, config)["embedding"] (for a 16-bit
-      compute dtype), read in place of converting the whole embedding at each call.
+    weights: split_layers(params, config, transposed), a Weights (whose embedding a caller
+      may set to a table of its own, e.g. stored as bits).
     tokens: [B] int.
     cache: from init_cache(); row b's token goes to slot cache["length"][b] (dropped if that
       is past the cache's capacity).
     advance: [B] int, 1 where the row's length grows (default all); a row with 0 still
       computes but its slot is overwritten by its next real token.
-    transposed: the layout of layers (static).
     vocab_major: static; return the logits as [V, B]. A step in columns (in_columns) makes
       them so, and a sampler that reads them that way (categorical.sample's vocab_axis=0)
       saves the transpose; elsewhere they are transposed.
@@ -203,13 +211,14 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False,
   lengths = cache["length"]
   sin, cos = rope.sin_cos(config, lengths[:, None])  # [B, 1, H] each
   valid = jnp.arange(cache["value"][0].shape[2])[None, :] <= lengths[:, None]  # [B, S]
-  x = decoder.embed(params, config, tokens[:, None], bits=True,
-                    table_bits=layers.get("embedding_bits"))[:, 0]  # [B, D] (CPU only)
+  table = params if weights.embedding is None else {"embedding": weights.embedding}
+  x = decoder.embed(table, config, tokens[:, None])[:, 0]  # [B, D]
 
   # A 16-bit step in the [out, in] layout keeps the residual stream as columns [D, B]: every
   # weight product is then W @ h (products.left) with no transposes but the two a layer needs
   # around attention, which works on rows. Elsewhere rows [B, D] and products.matmul.
-  columns = in_columns(config, batch_size, transposed)
+  transposed = weights.transposed
+  columns = in_columns(config, batch_size, weights)
   features = 0 if columns else -1  # the feature axis of x and of the products' outputs
   if columns:
     x = products.transpose(x)
@@ -222,21 +231,21 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False,
 
   qkv_splits = (num_heads * head_dim, (num_heads + num_kv_heads) * head_dim)  # qkv's columns
   new_keys, new_values = [], []
-  for weights, keys, values in zip(layers["layers"], cache["key"], cache["value"]):
-    qkv = matmul(norm(x, weights["attention_norm"]), weights["qkv"])
+  for layer, keys, values in zip(weights.layers, cache["key"], cache["value"]):
+    qkv = matmul(norm(x, layer["attention_norm"]), layer["qkv"])
     if columns:
       qkv = products.transpose(qkv)
     query, key, value = jnp.split(qkv, qkv_splits, axis=-1)
     if config.qkv_bias:
-      query += weights["query_bias"]
-      key += weights["key_bias"]
-      value += weights["value_bias"]
+      query += layer["query_bias"]
+      key += layer["key_bias"]
+      value += layer["value_bias"]
     query = query.reshape(batch_size, num_heads, head_dim)
     key = key.reshape(batch_size, num_kv_heads, head_dim)
     value = value.reshape(batch_size, num_kv_heads, head_dim)
     if config.qk_norm:
-      query = normalization.rms_norm(query, weights["query_norm"], eps)
-      key = normalization.rms_norm(key, weights["key_norm"], eps)
+      query = normalization.rms_norm(query, layer["query_norm"], eps)
+      key = normalization.rms_norm(key, layer["key_norm"], eps)
     query = rope.apply(query[:, None], sin, cos)[:, 0]
     key = rope.apply(key[:, None], sin, cos)[:, 0]
     keys = _write(keys, key, lengths, axis=3)  # keys [B, K, H, S]
@@ -244,17 +253,17 @@ def step(params, layers, config, tokens, cache, advance=None, transposed=False,
     encoded = _attend(query, keys, values, valid).reshape(batch_size, -1)  # [B, N*H]
     if columns:
       encoded = products.transpose(encoded)
-    x = x + matmul(encoded, weights["output"])
+    x = x + matmul(encoded, layer["output"])
     if config.output_bias:
-      x = x + (weights["output_bias"][:, None] if columns else weights["output_bias"])
-    gate, up = jnp.split(matmul(norm(x, weights["mlp_norm"]), weights["gate_up"]), 2,
+      x = x + (layer["output_bias"][:, None] if columns else layer["output_bias"])
+    gate, up = jnp.split(matmul(norm(x, layer["mlp_norm"]), layer["gate_up"]), 2,
                          axis=features)
-    x = x + matmul(jax.nn.silu(gate) * up, weights["down"])
+    x = x + matmul(jax.nn.silu(gate) * up, layer["down"])
     new_keys.append(keys)
     new_values.append(values)
   if advance is None:
     advance = jnp.ones((batch_size,), jnp.int32)
-  unembedding = layers["unembedding"]
+  unembedding = weights.unembedding
   if unembedding is None:  # the params' own matrix is in the layout
     unembedding = params["embedding"] if config.tie_embeddings else params["unembedding"]
   x = norm(x, params["final_norm"].astype(x.dtype))

@@ -124,27 +124,18 @@ def _layer(config, params, x, positions, mask, kv_writer=None):
 
 
 def _cast(params, config):
+  """params in the compute dtype (kv_cache.load: stored bits read as such)."""
   dtype = config.compute_jnp_dtype
-  return jax.tree.map(lambda p: p.astype(dtype) if p.dtype != dtype else p, params)
+  return jax.tree.map(lambda p: kv_cache.load(p, dtype), params)
 
 
-def embed(params, config, tokens, bits=False, table_bits=None):
+def embed(params, config, tokens):
   """tokens [B, T] -> [B, T, D] in the compute dtype.
 
-  bits: gather a 16-bit embedding as its bits (kv_cache.as_bits: XLA's CPU gather would
-  convert the whole table to float32 first); not differentiable.
-  table_bits: with bits, inference_bits(params, config)["embedding"], made once, which spares
-  this call the conversion of the whole table to its bits.
+  The embedding is gathered as stored: an inference caller may store it as the compute
+  dtype's bits (kv_cache.as_bits), and the rows are then loaded from those.
   """
-  embedding = params["embedding"]
-  if bits and table_bits is not None:
-    rows = kv_cache.from_bits(jnp.take(table_bits, tokens, axis=0), config.compute_jnp_dtype)
-  elif bits:
-    rows = kv_cache.from_bits(jnp.take(kv_cache.as_bits(embedding), tokens, axis=0),
-                              embedding.dtype)
-  else:
-    rows = jnp.take(embedding, tokens, axis=0)
-  return rows.astype(config.compute_jnp_dtype)
+  return kv_cache.load(jnp.take(params["embedding"], tokens, axis=0), config.compute_jnp_dtype)
 
 
 def unembed(params, config, x):
@@ -206,23 +197,7 @@ def forward(params, config, tokens, positions=None, attention_mask=None, segment
   return unembed(_cast(params, config), config, x)
 
 
-def inference_bits(params, config):
-  """The embedding and the stacked layer weights in the compute dtype, 16-bit floats as their
-  bits: what forward_with_cache(bits=True) and decode_step.step gather and slice.
-
-  A copy, made once per params version by callers that run many inference passes over it (the
-  sampler): without it, every pass converts the embedding and the whole layer stacks again
-  (~100M bfloat16 on 2 cores: ~70 ms of each prefill, ~20 ms of each decode call). Plain
-  decoders only; for float32 it is the params themselves, so there is nothing to prepare.
-  Returns {"embedding": [V, D], "layers": the params' layer tree}.
-  """
-  convert = lambda p: kv_cache.as_bits(p.astype(config.compute_jnp_dtype))
-  return {"embedding": convert(params["embedding"]),
-          "layers": jax.tree.map(convert, params["layers"])}
-
-
-def forward_with_cache(params, config, tokens, cache, positions=None, num_new_tokens=None,
-                       bits=False, weight_bits=None):
+def forward_with_cache(params, config, tokens, cache, positions=None, num_new_tokens=None):
   """Runs tokens through the model against a KV cache: a prefill or one or more decode steps.
 
   Row b's T new tokens are written to cache slots cache["length"][b] + t and attend to all
@@ -230,6 +205,10 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
   An inference path (prefill, decoding), never differentiated.
 
   Args:
+    params: the params tree. A plain decoder's embedding and layer weights, and the cache's
+      key and value, may be stored as the compute dtype's bits (kv_cache.as_bits): each layer
+      loads its slice of them (kv_cache.load) and the cache keeps its storage. This is how a
+      sampler on XLA's CPU compiler keeps 16-bit floats (sampling/layout.py).
     tokens: [B, T] int; with right padding when rows have different numbers of new tokens.
     cache: from kv_cache.init(); its batch size is B.
     positions: [B, T] RoPE positions; default cache["length"][:, None] + t.
@@ -237,12 +216,6 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
       cache length advances by this much, so padding is overwritten by the next call. In
       hybrid models padding also leaves each row's recurrent state and convolution window as
       they were after its last real token.
-    bits: static; move 16-bit float weights, cache and embedding rows through the layer scan
-      as their bits (kv_cache.as_bits). For XLA's CPU compiler, which otherwise runs their
-      dynamic-slices, gathers and scatters in float32 over whole buffers; elsewhere (TPU) a
-      bitcast may be a copy, so the default is off. Not differentiable when on.
-    weight_bits: with bits, inference_bits(params, config) made once by the caller, read in
-      place of converting the embedding and weights at each call (plain decoders only).
   Returns:
     (logits [B, T, V] float32, updated cache)
   """
@@ -251,35 +224,28 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
   query_index = offsets[:, None] + jnp.arange(length, dtype=jnp.int32)  # [B, T]
   if positions is None:
     positions = query_index
+  if num_new_tokens is None:
+    num_new_tokens = jnp.full((batch_size,), length, jnp.int32)
   if config.is_hybrid:
-    if num_new_tokens is None:
-      num_new_tokens = jnp.full((batch_size,), length, jnp.int32)
     params = _cast(params, config)
     x, new_cache = hybrid_decoder.forward_with_cache(params, config, embed(params, config, tokens),
                                                      cache, positions, num_new_tokens)
     new_cache["length"] = offsets + num_new_tokens
     return unembed(params, config, x), new_cache
   mask = attention.CausalMask(query_index, cache["key"].shape[2])
-  params = _cast(params, config)
-  if weight_bits is not None and not bits:
-    raise ValueError("forward_with_cache: weight_bits is read only with bits=True.")
-  table_bits = None if weight_bits is None else weight_bits["embedding"]
-  x = embed(params, config, tokens, bits=bits, table_bits=table_bits)
-  # The layer scan slices the stacked weights and writes the stacked cache: with bits, 16-bit
-  # floats travel as their bits through it, as XLA's CPU compiler would otherwise convert both
-  # stacks to float32 and back around the loop.
-  dtype, cache_dtype = config.compute_jnp_dtype, cache["key"].dtype
-  as_bits = functools.partial(kv_cache.as_bits, enabled=bits)
+  dtype = config.compute_jnp_dtype
+  x = embed(params, config, tokens)
+  # The scan slices each layer's weights and cache out of the stacks as they are stored.
+  cache_dtype = dtype if kv_cache.is_bits(cache["key"]) else cache["key"].dtype
 
   def body(carry, inputs):
     x, keys, values = carry
-    layer_bits, layer = inputs
-    layer_params = jax.tree.map(lambda p: kv_cache.from_bits(p, dtype), layer_bits)
+    layer_params, layer = inputs
+    layer_params = jax.tree.map(lambda p: kv_cache.load(p, dtype), layer_params)
 
     def kv_writer(key, value):
       new_keys, new_values, layer_keys, layer_values = kv_cache.write_layer(
-          keys, values, layer, query_index, as_bits(key.astype(cache_dtype)),
-          as_bits(value.astype(cache_dtype)))
+          keys, values, layer, query_index, key.astype(cache_dtype), value.astype(cache_dtype))
       return (kv_cache.from_bits(layer_keys, cache_dtype),
               kv_cache.from_bits(layer_values, cache_dtype), (new_keys, new_values))
 
@@ -287,13 +253,8 @@ def forward_with_cache(params, config, tokens, cache, positions=None, num_new_to
     return (x, keys, values), None
 
   layers = jnp.arange(config.num_layers, dtype=jnp.int32)
-  stacked = (jax.tree.map(as_bits, params["layers"]) if weight_bits is None
-             else weight_bits["layers"])
   (x, keys, values), _ = jax.lax.scan(
-      body, (x, as_bits(cache["key"]), as_bits(cache["value"])), (stacked, layers))
-  if num_new_tokens is None:
-    num_new_tokens = jnp.full((batch_size,), length, jnp.int32)
-  new_cache = {"key": kv_cache.from_bits(keys, cache_dtype),
-               "value": kv_cache.from_bits(values, cache_dtype),
-               "length": offsets + num_new_tokens}
-  return unembed(params, config, x), new_cache
+      body, (x, cache["key"], cache["value"]), (params["layers"], layers))
+  new_cache = {"key": keys, "value": values, "length": offsets + num_new_tokens}
+  top = {name: value for name, value in params.items() if name != "layers"}
+  return unembed(_cast(top, config), config, x), new_cache

@@ -69,7 +69,7 @@ def logical_axes(config=None):
 
 
 def bits_dtype(dtype):
-  """The dtype a buffer of dtype is moved as by as_bits: uint16 for 16-bit floats."""
+  """The dtype a buffer of dtype is stored as by as_bits: uint16 for 16-bit floats."""
   dtype = jnp.dtype(dtype)
   return jnp.dtype(jnp.uint16) if jnp.issubdtype(dtype, jnp.floating) and (
       dtype.itemsize == 2) else dtype
@@ -79,31 +79,63 @@ def as_bits(x, enabled=True):
   """A 16-bit float array's bits as uint16; any other array, or any with enabled False, as it
   is.
 
-  XLA's CPU compiler runs scatter, gather and dynamic-slice of a 16-bit float buffer in
-  float32: it converts the whole buffer and back at each of them (for a prefill's stacked
-  weights and cache, or a 1 GB prefix-cache pool, more than the products cost). On the bits
-  they move two bytes an element in place. Not differentiable: inference paths only.
+  A storage form for inference: XLA's CPU compiler runs scatter, gather and dynamic-slice of
+  a 16-bit float buffer in float32, converting the whole buffer and back at each of them (for
+  a prefill's stacked weights and cache, or a 1 GB prefix-cache pool, more than the products
+  cost); on the bits they move two bytes an element in place. The sampler picks this storage
+  (sampling/layout.py); the model code reads whatever it is given through load(). Not
+  differentiable.
   """
   if not enabled or bits_dtype(x.dtype) == x.dtype:
     return x
   return jax.lax.bitcast_convert_type(x, jnp.uint16)
 
 
+def is_bits(x):
+  """Whether x holds a 16-bit float's bits (as_bits' uint16)."""
+  return x.dtype == jnp.uint16
+
+
 def from_bits(x, dtype):
-  """as_bits undone: x's bits as dtype (x itself when it already is dtype)."""
-  return x if x.dtype == dtype else jax.lax.bitcast_convert_type(x, dtype)
+  """as_bits undone: x's bits as dtype (a 16-bit float) where x holds bits; x itself
+  otherwise."""
+  if not is_bits(x) or jnp.dtype(dtype) == x.dtype:
+    return x
+  if bits_dtype(dtype) != jnp.dtype(jnp.uint16):
+    raise ValueError(f"from_bits: uint16 bits read as {jnp.dtype(dtype)}; bits stand for a "
+                     f"16-bit float (bfloat16, float16) only.")
+  return jax.lax.bitcast_convert_type(x, dtype)
+
+
+def load(x, dtype):
+  """A stored array in dtype: its bits reinterpreted where it holds bits (as_bits), then cast
+  (no-op when it already is dtype)."""
+  x = from_bits(x, dtype)
+  return x if x.dtype == dtype else x.astype(dtype)
+
+
+def store(x, dtype):
+  """x as a buffer of dtype stores it: its bits where dtype is uint16 (x a 16-bit float),
+  cast otherwise."""
+  if jnp.dtype(dtype) == jnp.uint16 and jnp.issubdtype(x.dtype, jnp.floating):
+    if bits_dtype(x.dtype) != jnp.dtype(jnp.uint16):
+      raise ValueError(f"store: a {x.dtype} value cannot go into a buffer of 16-bit float "
+                       f"bits; cast it to the buffer's float dtype first.")
+    return as_bits(x)
+  return x.astype(dtype)
 
 
 def write_layer(keys, values, layer, slots, key, value):
-  """Writes one layer's new key/value [B, T, K, H] at slots [B, T] of the stacked buffers.
+  """Writes one layer's new key/value [B, T, K, H] at slots [B, T] of the stacked buffers
+  (as the buffers store them: store()).
 
   Returns:
     (keys, values, layer_keys, layer_values): the updated stacked buffers [L, B, S, K, H] and
     this layer's full cache [B, S, K, H] for attention. Out-of-range slots are dropped.
   """
   rows = jnp.arange(key.shape[0])[:, None]  # [B, 1]
-  keys = keys.at[layer, rows, slots].set(key.astype(keys.dtype), mode="drop")
-  values = values.at[layer, rows, slots].set(value.astype(values.dtype), mode="drop")
+  keys = keys.at[layer, rows, slots].set(store(key, keys.dtype), mode="drop")
+  values = values.at[layer, rows, slots].set(store(value, values.dtype), mode="drop")
   layer_keys = jax.lax.dynamic_index_in_dim(keys, layer, axis=0, keepdims=False)
   layer_values = jax.lax.dynamic_index_in_dim(values, layer, axis=0, keepdims=False)
   return keys, values, layer_keys, layer_values

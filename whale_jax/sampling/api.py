@@ -9,7 +9,7 @@ Any object with `generate(prompts, params) -> list[Completion]` and
 `submit(prompt_ids, params) -> concurrent.futures.Future[list[Completion]]` is an LLM backend:
 the harness runtime talks to backends only through these two methods and these types.
 The Sampler's methods also take request keys (generate(..., request_keys=None),
-submit(..., request_key=0)), which name the random streams (sampling/sampler.py).
+submit(..., request_key=0)), which name the random streams (sampling/engine.py).
 """
 import dataclasses
 from typing import Protocol, Sequence

@@ -87,25 +87,23 @@ def slots_logical_axes(config, layout):
           "top_p": ("batch",), "stop_ids": ("batch", None)}
 
 
-def prefill(params, config, tokens, lengths, chunk=64, layout=Layout(), weight_bits=None):
+def prefill(params, config, tokens, lengths, chunk=64, layout=Layout()):
   """Stacked cache of P right-padded prompts, computed chunk tokens per row at a time.
 
   Args:
+    params: the params, or layout.store_weights(params, config) (made once by the engine).
     tokens: [P, T] int32, row p's first lengths[p] tokens are real.
     lengths: [P] int32 (may be 0).
     chunk: static int (prefill_with_prefix's chunk: both compute a position alike).
-    layout: static; its bits is decoder.forward_with_cache's.
-    weight_bits: optional, decoder.forward_with_cache's (decoder.inference_bits, made once;
-      where layout.weight_bits(config)).
+    layout: static; the cache is filled as layout.store_cache stores it.
   Returns:
     kv_cache tree with P rows of T positions, "length" included.
   """
   cache = kv_cache.init(config, tokens.shape[0], tokens.shape[1])
-  return _prefill_chunks(params, config, tokens, lengths, cache, chunk, layout.bits,
-                         weight_bits)
+  return _prefill_chunks(params, config, tokens, lengths, cache, chunk, layout)
 
 
-def _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits, weight_bits):
+def _prefill_chunks(params, config, tokens, lengths, cache, chunk, layout):
   """cache with row p's positions cache["length"][p] .. lengths[p] - 1 computed, chunk per
   row and loop step (as many steps as the longest rest needs: zero when nothing is to do)."""
   start = cache["length"]
@@ -117,11 +115,11 @@ def _prefill_chunks(params, config, tokens, lengths, cache, chunk, bits, weight_
     chunk_tokens = jnp.take_along_axis(tokens, jnp.minimum(index, tokens.shape[1] - 1), axis=1)
     count = jnp.clip(rest - step * chunk, 0, chunk)
     _, cache = decoder.forward_with_cache(params, config, chunk_tokens, cache,
-                                          num_new_tokens=count, bits=bits,
-                                          weight_bits=weight_bits)
+                                          num_new_tokens=count)
     return cache
 
-  return jax.lax.fori_loop(0, num_chunks, body, cache)
+  cache = jax.lax.fori_loop(0, num_chunks, body, layout.store_cache(cache, config))
+  return layout.load_cache(cache, config)
 
 
 def init_pool(config, num_blocks, block_size):
@@ -143,7 +141,7 @@ def grow_pool(pool, num_blocks):
 
 
 def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_lengths,
-                        save_pages, chunk, layout=Layout(), weight_bits=None):
+                        save_pages, chunk, layout=Layout()):
   """Stacked cache of P prompts whose first prefix_lengths[p] positions come from pool pages,
   and the pool with blocks of it saved.
 
@@ -159,7 +157,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     prefix_lengths: [P] int32, a multiple of the block size each, <= lengths.
     save_pages: [P, S // Z] int32, the page each full new block goes to (>= N: none).
     chunk: static int, tokens computed per row and loop step.
-    layout, weight_bits: as in prefill().
+    params, layout: as in prefill().
   Returns:
     (kv_cache tree with P rows of S positions, length = lengths; the pool)
   """
@@ -171,8 +169,7 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
                                   config.compute_jnp_dtype)  # [L, P, S/Z, Z, K, H]
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
-  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk, layout.bits,
-                          weight_bits)
+  cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk, layout)
   saved = {}
   for name in ("key", "value"):
     leaf = cache[name]  # [L, P, S, K, H]
@@ -255,8 +252,7 @@ def insert(slots, prefilled, new, layout):
   return slots
 
 
-def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finish, max_steps,
-           layout=Layout()):
+def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finish, max_steps):
   """Runs up to num_steps decode steps for every generating slot in one lax.while_loop.
 
   The loop also ends when no slot is generating, or, if stop_at_first_finish, right after a
@@ -264,14 +260,14 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
 
   Args:
     params: the params tree.
-    layers: decode_step.split_layers(params, config, layout.transposed) with
-      layout.unrolled, None for the stacked cache (module docstring).
+    layers: decode_step.split_layers(params, config, Layout.for_batch(...).transposed) (a
+      decode_step.Weights) for the unrolled cache, None for the stacked cache (module
+      docstring).
     slots: slot state.
     cancel: [B] bool, slots to stop before the first step (e.g. a stop string was seen).
     num_steps: int32 scalar <= max_steps.
     stop_at_first_finish: bool scalar.
     max_steps: static int, C.
-    layout: static, the slots' and layers' layout (Layout.for_batch of the slot batch).
   Returns:
     (slots, tokens [B, C] int32, logprobs [B, C] float32); NO_TOKEN where a slot did not
     generate. A slot's tokens are a prefix of its row.
@@ -289,8 +285,7 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
     return (step < num_steps) & jnp.any(generating) & ~(stop_at_first_finish & finished_some)
 
   # A step in columns makes the logits [V, B]; the sampler reads them so (categorical.py).
-  transposed = layout.transposed
-  vocab_major = layers is not None and decode_step.in_columns(config, batch_size, transposed)
+  vocab_major = layers is not None and decode_step.in_columns(config, batch_size, layers)
 
   def one_step(carry):
     step, slots, tokens, logprobs = carry
@@ -298,7 +293,7 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
     advance = generating.astype(jnp.int32)
     if layers is not None:
       logits, cache = decode_step.step(params, layers, config, slots["token"], slots["cache"],
-                                       advance, transposed, vocab_major)
+                                       advance, vocab_major)
     else:
       logits, cache = decoder.forward_with_cache(params, config, slots["token"][:, None],
                                                  slots["cache"], num_new_tokens=advance)

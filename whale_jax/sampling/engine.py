@@ -16,10 +16,11 @@ Any number of threads call submit(); requests queue up. The engine thread loops:
 Free slots are refilled between decode calls (continuous batching), so a long generation never
 holds short ones hostage; the slot batch shrinks again when few samples remain.
 
-The parts: buckets.py (shape buckets and the grid warm_up() compiles), programs.py (the jitted
-programs, which aot compiles too), layout.py (the XLA-CPU choices, picked once here),
-slots.py (requests, samples and the arrays that start them in slots), prefix_cache.py (the
-block index); this module holds the thread, the queue, validation and the API.
+The parts: buckets.py (shape buckets and the grid warm_up() compiles), warmup.py (the
+warm-up plan over that grid), programs.py (the jitted programs, which aot compiles too),
+layout.py (the XLA-CPU choices, picked once here), slots.py (requests and their checks,
+samples, and the arrays that start them in slots), prefix_cache.py (the block index); this
+module holds the thread, the queue, admission and the API.
 
 Request keys name random streams: generate() gives prompt r the key r (its index in that
 call), submit() takes an explicit key (default 0).
@@ -47,7 +48,6 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
-import os
 import threading
 import time
 
@@ -58,7 +58,6 @@ import numpy as np
 
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules as rules_lib
-from whale_jax.sampling import api
 from whale_jax.sampling import buckets
 from whale_jax.sampling import categorical
 from whale_jax.sampling import decode as decode_lib
@@ -67,7 +66,7 @@ from whale_jax.sampling import layout as layout_lib
 from whale_jax.sampling import prefix_cache
 from whale_jax.sampling import programs as programs_lib
 from whale_jax.sampling import slots as slots_lib
-from whale_jax.sampling import stops
+from whale_jax.sampling import warmup
 
 MAX_DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
 
@@ -184,8 +183,8 @@ class Engine:
     self.unrolled = self.layout.unrolled
     self._params = params
     self._layers = {}
-    # (params, decoder.inference_bits(params)) where layout.weight_bits: made once per version
-    self._weight_bits = None
+    # (params, layout.store_weights(params)) where layout.stores_bits: made once per version
+    self._stored = None
     self._lock = threading.Lock()
     self._wakeup = threading.Condition(self._lock)
     self._queue = collections.deque()
@@ -370,78 +369,11 @@ class Engine:
     return future.result()
 
   def _warm_up(self, batch_sizes, max_cache_length, min_cache_length):
-    """warm_up() on the engine thread."""
-    params = self._params
+    """warm_up() on the engine thread (warmup.py)."""
     before = sum(self._compilations.values())
-    sizes, lengths = self.grid.warm_cells(self.max_slots, self.max_cache_length, batch_sizes,
-                                          max_cache_length, min_cache_length)
-    count = 1
-    while count <= buckets.power_of_two_bucket(self.max_slots):
-      categorical.sample_rngs([(0, 0, 0)] * count)
-      count *= 2
-    if self.mesh is None:  # with one, lowering alone may not fix the shardings a call gets
-      with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as compiler:
-        compiling = []
-
-        def lower(function, *args):
-          lowered = self._call(function.lower, *args)  # traces (counted) on this thread
-          compiling.append(compiler.submit(lowered.compile))
-          return lowered.out_info
-
-        try:
-          self._warm_plan(params, sizes, lengths, lower)
-        finally:
-          for job in compiling:
-            job.result()
-    try:
-      self._pool = self._warm_plan(params, sizes, lengths, self._call)
-      jax.block_until_ready(self._pool)
-    except Exception:
-      self._pool = None  # a failed call may have consumed its donated buffers
-      raise
+    self._pool = None  # stays so if a call fails: it may have consumed its donated buffers
+    self._pool = warmup.run(self, batch_sizes, max_cache_length, min_cache_length)
     return sum(self._compilations.values()) - before
-
-  def _warm_plan(self, params, sizes, lengths, call):
-    """call(function, *args) for every program of the cells sizes x lengths, each on empty
-    inputs that the calls before it made. call runs the function (then the pool this returns
-    is the engine's) or only lowers it (then every output is a ShapeDtypeStruct)."""
-    functions, block_size = self._functions, self.prefix_block_size
-    pool = None if self._index is None else call(functions.init_pool, self._index.pool_blocks)
-    bits = self._prepared_bits(params)
-    for batch_size in sizes:
-      batch_layout = self.layout.for_batch(self.config, batch_size)
-      layers = self._prepared_layers(params, batch_layout)
-      rows = sorted({self.grid.prefill_rows(n, batch_size) for n in range(1, batch_size + 1)})
-      for cache_length in lengths:
-        slots = call(functions.init, batch_size, cache_length)
-        slots, _, _ = call(functions.decode, params, layers, slots,
-                           np.zeros((batch_size,), bool), np.int32(self.steps_per_call),
-                           np.bool_(False), batch_layout)
-        for num_rows in rows:
-          tokens = np.zeros((num_rows, cache_length), np.int32)
-          zeros = np.zeros((num_rows,), np.int32)
-          if pool is None:
-            prefilled = call(functions.prefill, params, bits, tokens, zeros)
-          else:
-            no_pages = np.full((num_rows, cache_length // block_size), slots_lib.NO_PAGE,
-                               np.int32)
-            prefilled, pool = call(functions.prefill_prefix, params, bits, tokens, zeros, pool,
-                                   no_pages, zeros, no_pages)
-          slots = call(functions.insert, slots, prefilled,
-                       slots_lib.empty_insert(batch_size, self.num_stop_ids))
-        if pool is not None and self._cache_completions:
-          blocks = 16
-          while blocks <= buckets.save_bucket(batch_size * cache_length // block_size):
-            pool = call(functions.save_slots, pool, slots["cache"],
-                        *slots_lib.save_arrays([], blocks))
-            blocks *= 16
-        # relayout_path moves one bucket at a time: to the next cell up and back down.
-        neighbours = self.grid.neighbours(batch_size, cache_length, sizes, lengths)
-        for other_batch, other_length in neighbours:
-          call(functions.relayout, slots, np.arange(other_batch, dtype=np.int32), other_length)
-          other = call(functions.init, other_batch, other_length)
-          call(functions.relayout, other, np.arange(batch_size, dtype=np.int32), cache_length)
-    return pool
 
   def _start_thread(self):  # with self._lock held
     self._thread = threading.Thread(target=self._run, name="whale_jax-sampler", daemon=True)
@@ -465,54 +397,10 @@ class Engine:
   # ---- validation ------------------------------------------------------------------------
 
   def _validate(self, prompt_ids, params=None, request_key=0, on_tokens=None):
-    params = api.SamplingParams() if params is None else params
-    if not isinstance(params, api.SamplingParams):
-      raise TypeError(f"params must be a whale_jax.sampling.SamplingParams; got "
-                      f"{type(params).__name__}.")
-    if isinstance(prompt_ids, str):
-      if self.tokenizer is None:
-        raise TypeError("A text prompt needs a tokenizer: build the Sampler with "
-                        "tokenizer=..., or pass token ids.")
-      prompt_ids = self.tokenizer.encode(prompt_ids)
-    try:
-      prompt = tuple(int(i) for i in prompt_ids)
-    except (TypeError, ValueError):
-      raise TypeError(f"prompt_ids must be a sequence of ints; got {prompt_ids!r:.80}.") from None
-    if not prompt:
-      raise ValueError("prompt_ids is empty; a prompt needs at least one token (e.g. BOS).")
-    bad = [i for i in prompt if not 0 <= i < self.config.vocab_size]
-    if bad:
-      raise ValueError(f"prompt_ids contains {bad[:5]}, outside the vocabulary "
-                       f"[0, {self.config.vocab_size}).")
-    if len(prompt) + params.max_tokens > self.max_cache_length:
-      raise ValueError(
-          f"A prompt of {len(prompt)} tokens plus max_tokens={params.max_tokens} exceeds "
-          f"max_cache_length={self.max_cache_length}. Lower max_tokens, shorten the prompt, "
-          "or build the sampler with a larger max_cache_length.")
-    if params.n > self.max_slots:
-      raise ValueError(f"SamplingParams.n={params.n} exceeds max_slots={self.max_slots}; "
-                       "lower n or build the sampler with more max_slots.")
-    for name, value in (("seed", params.seed), ("request_key", request_key)):
-      if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not (
-          0 <= value < 2**64):
-        raise ValueError(f"{name}={value!r} must be an integer in [0, 2**64).")
-    if params.stop and self.tokenizer is None:
-      raise ValueError(f"SamplingParams.stop={params.stop!r} needs a tokenizer to read text; "
-                       "build the sampler with tokenizer=... or use stop_token_ids.")
-    stop_ids = tuple(dict.fromkeys(
-        (() if params.ignore_eos else self.eos_ids) + params.stop_token_ids))
-    if len(stop_ids) > self.num_stop_ids:
-      raise ValueError(f"{len(stop_ids)} stop token ids (end-of-sequence ids included) exceed "
-                       f"num_stop_ids={self.num_stop_ids}; build the sampler with a larger "
-                       "num_stop_ids.")
-    if on_tokens is not None and not callable(on_tokens):
-      raise TypeError(f"on_tokens must be callable or None; got {type(on_tokens).__name__}.")
-    request = slots_lib.Request(prompt, params, int(request_key), stop_ids,
-                       concurrent.futures.Future(), time.perf_counter(), on_tokens=on_tokens)
-    request.samples = [
-        slots_lib.Sample(request, i, stops.StopStringWatcher(self.tokenizer, params.stop)
-                if params.stop else None) for i in range(params.n)]
-    return request
+    return slots_lib.new_request(
+        prompt_ids, params, request_key, on_tokens, tokenizer=self.tokenizer,
+        vocab_size=self.config.vocab_size, max_cache_length=self.max_cache_length,
+        max_slots=self.max_slots, eos_ids=self.eos_ids, num_stop_ids=self.num_stop_ids)
 
   # ---- the engine thread -----------------------------------------------------------------
 
@@ -591,7 +479,7 @@ class Engine:
       waiting = bool(self._queue)
     self._slots, tokens, logprobs = self._call(
         self._functions.decode, params, layers, self._slots, cancel,
-        np.int32(self.steps_per_call), np.bool_(waiting), batch_layout)
+        np.int32(self.steps_per_call), np.bool_(waiting))
     waited = time.perf_counter()
     tokens, logprobs = jax.device_get((tokens, logprobs))
     with self._lock:  # the device's share of the round (async prefill work included)
@@ -609,8 +497,8 @@ class Engine:
 
   def _prepared_layers(self, params, batch_layout):
     """decode_step.split_layers(params), made once per params version and weight layout
-    (batch_layout.transposed), with the embedding's bits from _prepared_bits where there are
-    such; None for the stacked cache (not batch_layout.unrolled).
+    (batch_layout.transposed), gathering the embedding from _stored_weights' where it stores
+    bits; None for the stacked cache (not batch_layout.unrolled).
 
     Each is a copy of the layer weights that lives until the params change.
     """
@@ -624,21 +512,20 @@ class Engine:
       cached = (params, self._call(functools.partial(self._functions.split_layers,
                                                      transposed=transposed), params))
       self._layers[transposed] = cached
-    weight_bits = self._prepared_bits(params)
-    if weight_bits is None:
+    if not self.layout.stores_bits(self.config):
       return cached[1]
-    return dict(cached[1], embedding_bits=weight_bits["embedding"])
+    return dataclasses.replace(cached[1], embedding=self._stored_weights(params)["embedding"])
 
-  def _prepared_bits(self, params):
-    """decoder.inference_bits(params), made once per params version (a copy of the embedding
-    and layer weights as 16-bit bits) where the layout says so (Layout.weight_bits); None
-    elsewhere."""
-    if not self.layout.weight_bits(self.config):
-      return None
-    if self._weight_bits is None or self._weight_bits[0] is not params:
-      self._weight_bits = None  # the older copy goes before the new one is made
-      self._weight_bits = (params, self._call(self._functions.inference_bits, params))
-    return self._weight_bits[1]
+  def _stored_weights(self, params):
+    """params as the prefills read them: layout.store_weights(params) (a copy of the
+    embedding and layer weights as 16-bit bits) made once per params version where the layout
+    stores bits; params itself elsewhere."""
+    if not self.layout.stores_bits(self.config):
+      return params
+    if self._stored is None or self._stored[0] is not params:
+      self._stored = None  # the older copy goes before the new one is made
+      self._stored = (params, self._call(self._functions.store_weights, params))
+    return self._stored[1]
 
   def _fit_slots(self, active, new_samples):
     """Sizes the slot batch and cache for the active and new samples (relayout if needed).
@@ -739,13 +626,13 @@ class Engine:
         for block, page in self._index.insert(group_row.prompt[:-1], pinned):
           save_pages[row, block] = page
       self._ensure_pool()
-      prefilled, self._pool = self._call(self._functions.prefill_prefix, params,
-                                         self._prepared_bits(params), tokens,
+      prefilled, self._pool = self._call(self._functions.prefill_prefix,
+                                         self._stored_weights(params), tokens,
                                          lengths + prefix, self._pool, pages, prefix,
                                          save_pages)
     else:
-      prefilled = self._call(self._functions.prefill, params, self._prepared_bits(params),
-                             tokens, lengths)
+      prefilled = self._call(self._functions.prefill, self._stored_weights(params), tokens,
+                             lengths)
     samples = [(row, s) for row, group_row in enumerate(group) for r in group_row.requests
                for s in r.samples]
     batch_size = len(self._slot_samples)
@@ -820,7 +707,7 @@ class Engine:
     requests = {id(s.request): s.request for s in self._slot_samples if s is not None}
     requests.update({id(r): r for r in admitted})
     self._slots, self._slot_samples, self._layers = None, [], {}
-    self._weight_bits = None
+    self._stored = None
     self._to_cancel.clear()
     self._pool = None  # a failed call may have consumed the pool's donated buffers
     if self._index is not None:

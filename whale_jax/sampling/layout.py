@@ -7,22 +7,24 @@ XLA's CPU compiler runs some forms of the same arithmetic much slower than other
 the sampler lays its work out differently from TPU and GPU, with the same numbers:
   unrolled    decode with models.decode_step (one cache buffer per layer and per-layer copies
               of the weights) instead of decoder.forward_with_cache's layer scan.
-  bits        move 16-bit floats as their bits (kv_cache.as_bits) where prefills, inserts,
-              block saves and the layer scan gather, slice and scatter them; and, for plain
-              decoders with 16-bit weights, keep a copy of the weights as bits made once per
-              params version (decoder.inference_bits; weight_bits()).
-  transposed  the decode step's weights stored [out, in] (decode_step.transposed_for); a
-              choice per slot batch size, so for_batch() sets it and the engine's own layout
-              leaves it False.
-Model code takes the fields it needs (decode_step's transposed, forward_with_cache's bits);
-the sampling programs (decode.py, programs.py) take the Layout. Layout() is the plain layout
+  bits        store 16-bit floats as their bits (kv_cache.as_bits) where prefills, inserts,
+              block saves and the layer scan gather, slice and scatter them: the cache a
+              prefill fills, and, for plain decoders with 16-bit weights, a copy of the
+              embedding and layer weights made once per params version (store_weights).
+  transposed  the decode step's weights stored [out, in] (for_batch); a choice per slot batch
+              size, so for_batch() sets it and the engine's own layout leaves it False.
+The model code has no switch for any of these: it reads the data it is given (stored bits
+through kv_cache.load; decode_step.Weights carry their orientation). The sampling programs
+(decode.py, programs.py) take the Layout and store the data so. Layout() is the plain layout
 of TPU and GPU (and of aot's programs).
 """
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 
 from whale_jax.models import decode_step
+from whale_jax.models import kv_cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,12 +49,49 @@ class Layout:
     return cls(unrolled=bool(unrolled), bits=platform == "cpu")
 
   def for_batch(self, config, batch_size):
-    """This layout with transposed chosen for a decode of batch_size slots."""
-    return dataclasses.replace(self, transposed=decode_step.transposed_for(config, batch_size))
+    """This layout with transposed chosen for a decode of batch_size slots.
 
-  def weight_bits(self, config):
-    """Whether the programs read a copy of the weights as bits (decoder.inference_bits): with
-    bits, for plain decoders whose compute dtype is a 16-bit float (float32 weights are their
-    own bits; hybrid models have no such copy)."""
+    Read by the unrolled decode (decode_step.Weights.transposed): [out, in] for more than one row, [in, out] for one, in
+    both dtypes. Every product takes its inputs in the compute dtype and accumulates in
+    float32 (products.matmul). A matrix-vector product (one row) reads [in, out] fastest.
+    With a few rows [out, in] is faster in either dtype: in float32 contracted on the right
+    (up to 1.7x at batch 32, ~100M shapes), in 16-bit floats as the left side of the product,
+    which XLA's matmul library (AMX where the CPU has it) reads without preparing a copy of
+    the weights at every call (1.7-2x at batch 8-64; docs/benchmarks.md).
+    """
+    del config  # the same choice for both dtypes; products.matmul writes each its way
+    return dataclasses.replace(self, transposed=batch_size > 1)
+
+  def stores_bits(self, config):
+    """Whether the programs keep 16-bit floats as their bits (store_weights, the prefill
+    cache): with bits, for plain decoders whose compute dtype is a 16-bit float (float32 is
+    its own bits; hybrid models keep their floats)."""
     return (self.bits and not config.is_hybrid and
             jnp.dtype(config.compute_jnp_dtype).itemsize == 2)
+
+  def store_weights(self, params, config):
+    """params with the embedding and layer weights in the compute dtype stored as its bits,
+    where stores_bits(config); params itself elsewhere.
+
+    A copy, made once per params version by the engine, that every prefill reads: without it
+    each pass would convert the embedding and the whole layer stacks again (~100M bfloat16 on
+    2 cores: ~70 ms of each prefill, ~20 ms of each decode call).
+    """
+    if not self.stores_bits(config):
+      return params
+    convert = lambda p: kv_cache.as_bits(p.astype(config.compute_jnp_dtype))
+    return dict(params, embedding=convert(params["embedding"]),
+                layers=jax.tree.map(convert, params["layers"]))
+
+  def store_cache(self, cache, config):
+    """A stacked cache's key and value as stored bits where stores_bits(config)."""
+    if not self.stores_bits(config):
+      return cache
+    return dict(cache, key=kv_cache.as_bits(cache["key"]),
+                value=kv_cache.as_bits(cache["value"]))
+
+  def load_cache(self, cache, config):
+    """store_cache undone."""
+    dtype = config.compute_jnp_dtype
+    return dict(cache, key=kv_cache.from_bits(cache["key"], dtype),
+                value=kv_cache.from_bits(cache["value"], dtype))

@@ -4,7 +4,7 @@ compiles ahead of time for a pod.
   functions = programs(model_config, engine_config, layout, mesh=mesh)
   slots = functions.init(batch_size, cache_length)
   slots, tokens, logprobs = functions.decode(params, layers, slots, cancel, num_steps,
-                                             stop_early, layout.for_batch(config, batch_size))
+                                             stop_early)
 
 Each program is a jax.jit of a pure function of decode.py (or models/), with the slot state
 and block pool sharded by the logical axis rules on a mesh, or committed to one device
@@ -20,7 +20,6 @@ import types
 import jax
 
 from whale_jax.models import decode_step
-from whale_jax.models import decoder
 from whale_jax.parallel import rules as rules_lib
 from whale_jax.sampling import decode
 
@@ -72,12 +71,12 @@ def programs(config, engine_config, layout, mesh=None, rules=None, device=None):
       inputs are alike however they were made (JAX compiles again for committed vs
       uncommitted inputs, which would defeat warm-up).
   Returns:
-    init(batch_size, cache_length), prefill(params, weight_bits, tokens, lengths),
-    prefill_prefix(params, weight_bits, tokens, lengths, pool, pages, prefix_lengths,
-    save_pages), init_pool(num_blocks), grow_pool(pool, num_blocks), save_slots(pool, cache,
+    init(batch_size, cache_length), prefill(params, tokens, lengths), prefill_prefix(params,
+    tokens, lengths, pool, pages, prefix_lengths, save_pages) (params: store_weights' where
+    layout.stores_bits), init_pool(num_blocks), grow_pool(pool, num_blocks), save_slots(pool, cache,
     rows, blocks, pages), insert(slots, prefilled, new), decode(params, layers, slots,
-    cancel, num_steps, stop_early, batch_layout), relayout(slots, rows, cache_length),
-    split_layers(params, transposed=...), inference_bits(params).
+    cancel, num_steps, stop_early), relayout(slots, rows, cache_length),
+    split_layers(params, transposed=...), store_weights(params).
   """
   rules = rules_lib.SAMPLE_RULES if rules is None else rules
   return _programs(compiled_config(config), layout, engine_config.steps_per_call,
@@ -98,18 +97,16 @@ def _programs(config, layout, steps_per_call, num_stop_ids, mesh, rules_items, b
                                          dict(rules_items))
     pool_shardings = rules_lib.shardings(decode.pool_logical_axes(), mesh, dict(rules_items))
 
-  def prefill_call(params, weight_bits, tokens, lengths):
-    return decode.prefill(params, config, tokens, lengths, prefill_chunk, layout, weight_bits)
+  def prefill_call(params, tokens, lengths):
+    return decode.prefill(params, config, tokens, lengths, prefill_chunk, layout)
 
-  def prefill_prefix_call(params, weight_bits, tokens, lengths, pool, pages, prefix_lengths,
-                          save_pages):
+  def prefill_prefix_call(params, tokens, lengths, pool, pages, prefix_lengths, save_pages):
     return decode.prefill_with_prefix(params, config, tokens, lengths, pool, pages,
-                                      prefix_lengths, save_pages, prefill_chunk, layout,
-                                      weight_bits)
+                                      prefix_lengths, save_pages, prefill_chunk, layout)
 
-  def decode_call(params, layers, slots, cancel, num_steps, stop_early, batch_layout):
+  def decode_call(params, layers, slots, cancel, num_steps, stop_early):
     return decode.decode(params, layers, config, slots, cancel, num_steps, stop_early,
-                         steps_per_call, batch_layout)
+                         steps_per_call)
 
   return types.SimpleNamespace(
       init=jax.jit(_counted("init_slots", functools.partial(
@@ -117,7 +114,7 @@ def _programs(config, layout, steps_per_call, num_stop_ids, mesh, rules_items, b
                    static_argnums=(0, 1), out_shardings=slot_shardings),
       prefill=jax.jit(_counted("prefill", prefill_call),
                       out_shardings=pool_shardings if mesh is None else None),
-      prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call), donate_argnums=4,
+      prefill_prefix=jax.jit(_counted("prefill_prefix", prefill_prefix_call), donate_argnums=3,
                              out_shardings=(pool_shardings if mesh is None else None,
                                             pool_shardings)),
       init_pool=jax.jit(_counted("init_pool", functools.partial(
@@ -130,12 +127,12 @@ def _programs(config, layout, steps_per_call, num_stop_ids, mesh, rules_items, b
                          out_shardings=pool_shardings),
       insert=jax.jit(_counted("insert", functools.partial(decode.insert, layout=layout)),
                      donate_argnums=0, out_shardings=slot_shardings),
-      decode=jax.jit(_counted("decode", decode_call), donate_argnums=2, static_argnums=6,
+      decode=jax.jit(_counted("decode", decode_call), donate_argnums=2,
                      out_shardings=(slot_shardings, None, None)),
       relayout=jax.jit(_counted("relayout", functools.partial(decode.relayout,
                                                               layout=layout)),
                        static_argnums=2, out_shardings=slot_shardings),
       split_layers=jax.jit(_counted("split_layers", functools.partial(
           decode_step.split_layers, config=config)), static_argnames="transposed"),
-      inference_bits=jax.jit(_counted("inference_bits", functools.partial(
-          decoder.inference_bits, config=config))))
+      store_weights=jax.jit(_counted("store_weights", functools.partial(
+          layout.store_weights, config=config))))

@@ -7,6 +7,7 @@ with that prompt share its prefill row.
 """
 import concurrent.futures
 import dataclasses
+import time
 
 from absl import logging
 import numpy as np
@@ -60,6 +61,59 @@ class Sample:
   @property
   def final_cache_length(self):
     return len(self.request.prompt) - 1 + self.request.params.max_tokens
+
+
+def new_request(prompt_ids, params, request_key, on_tokens, *, tokenizer, vocab_size,
+                max_cache_length, max_slots, eos_ids, num_stop_ids):
+  """A checked Request with its params.n Samples, or a TypeError / ValueError naming the
+  bad value and what to change (the engine's limits are its keyword arguments)."""
+  params = api.SamplingParams() if params is None else params
+  if not isinstance(params, api.SamplingParams):
+    raise TypeError(f"params must be a whale_jax.sampling.SamplingParams; got "
+                    f"{type(params).__name__}.")
+  if isinstance(prompt_ids, str):
+    if tokenizer is None:
+      raise TypeError("A text prompt needs a tokenizer: build the Sampler with "
+                      "tokenizer=..., or pass token ids.")
+    prompt_ids = tokenizer.encode(prompt_ids)
+  try:
+    prompt = tuple(int(i) for i in prompt_ids)
+  except (TypeError, ValueError):
+    raise TypeError(f"prompt_ids must be a sequence of ints; got {prompt_ids!r:.80}.") from None
+  if not prompt:
+    raise ValueError("prompt_ids is empty; a prompt needs at least one token (e.g. BOS).")
+  bad = [i for i in prompt if not 0 <= i < vocab_size]
+  if bad:
+    raise ValueError(f"prompt_ids contains {bad[:5]}, outside the vocabulary "
+                     f"[0, {vocab_size}).")
+  if len(prompt) + params.max_tokens > max_cache_length:
+    raise ValueError(
+        f"A prompt of {len(prompt)} tokens plus max_tokens={params.max_tokens} exceeds "
+        f"max_cache_length={max_cache_length}. Lower max_tokens, shorten the prompt, "
+        "or build the sampler with a larger max_cache_length.")
+  if params.n > max_slots:
+    raise ValueError(f"SamplingParams.n={params.n} exceeds max_slots={max_slots}; "
+                     "lower n or build the sampler with more max_slots.")
+  for name, value in (("seed", params.seed), ("request_key", request_key)):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not (
+        0 <= value < 2**64):
+      raise ValueError(f"{name}={value!r} must be an integer in [0, 2**64).")
+  if params.stop and tokenizer is None:
+    raise ValueError(f"SamplingParams.stop={params.stop!r} needs a tokenizer to read text; "
+                     "build the sampler with tokenizer=... or use stop_token_ids.")
+  stop_ids = tuple(dict.fromkeys((() if params.ignore_eos else eos_ids) +
+                                 params.stop_token_ids))
+  if len(stop_ids) > num_stop_ids:
+    raise ValueError(f"{len(stop_ids)} stop token ids (end-of-sequence ids included) exceed "
+                     f"num_stop_ids={num_stop_ids}; build the sampler with a larger "
+                     "num_stop_ids.")
+  if on_tokens is not None and not callable(on_tokens):
+    raise TypeError(f"on_tokens must be callable or None; got {type(on_tokens).__name__}.")
+  request = Request(prompt, params, int(request_key), stop_ids, concurrent.futures.Future(),
+                    time.perf_counter(), on_tokens=on_tokens)
+  request.samples = [Sample(request, i, stops.StopStringWatcher(tokenizer, params.stop)
+                            if params.stop else None) for i in range(params.n)]
+  return request
 
 
 def cache_length(slots, layout):

@@ -13,8 +13,8 @@
            200 lines and completes the evaluation run; otherwise 0.
 A run "completes" when completed_fraction >= min_completed_fraction (1.0: every scoring
 episode ended "ok"). The reward is never negative. The bonus values are RewardConfig's
-(config.harness_learning.reward). This module imports nothing heavy, so the config check
-(algorithms/config_check.py) reads RewardConfig before jax is loaded.
+(config.harness_learning.reward). This module imports nothing heavy, so the config boundary
+(algorithms/experiment_config.py) reads RewardConfig before jax is loaded.
 """
 import dataclasses
 
