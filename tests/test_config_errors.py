@@ -15,7 +15,7 @@ import pytest
 from tests.algorithms import tiny
 from whale_jax.algorithms import config_check
 from whale_jax.algorithms import experiment_config
-from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.models import presets
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -213,7 +213,7 @@ def test_the_typed_sections_hold_what_the_config_gave(tmp_path):
   config.search = dict(proposer="openai", base_url="http://127.0.0.1:8000/v1", model="m",
                        sampling=dict(max_tokens=64), context_tokens=900)
   experiment = experiment_config.parse(config, str(tmp_path / "run"))
-  assert experiment.mesh == options.MeshSection(data=-1, fsdp=2, tensor=1, num_devices=2)
+  assert experiment.mesh == sections.MeshSection(data=-1, fsdp=2, tensor=1, num_devices=2)
   assert experiment.model.source == "random" and experiment.model.model_fields["num_layers"] == 2
   assert experiment.domain.name == config.domain.name
   assert experiment.domain.split_sizes == config.domain.split_sizes.to_dict()

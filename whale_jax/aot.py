@@ -52,11 +52,11 @@ from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
-import numpy as np
 from ml_collections import config_flags
 
 from whale_jax import typed_config
 from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.models import config as model_config_lib
 from whale_jax.models import presets
 from whale_jax.parallel import mesh as mesh_lib
@@ -192,11 +192,11 @@ def parse_mesh(text):
 
 
 def model_config_from(section, preset=None, key_path="config.model"):
-  """ModelConfig of config.model (an options.ModelSection, or its config dict, read as
+  """ModelConfig of config.model (an sections.ModelSection, or its config dict, read as
   experiment_config reads it): "random" fields, or a preset for an "hf" checkpoint path (no
   weights are read: Qwen/Qwen3.5-2B -> preset qwen3_5_2b), with the section's ModelConfig
   fields (attention, remat, ...) and dtype applied."""
-  section = typed_config.read(options.ModelSection, section, key_path)
+  section = typed_config.read(sections.ModelSection, section, key_path)
   fields = dict(section.model_fields)
   if section.source != "random":
     fields.setdefault("param_dtype", section.dtype)
@@ -513,7 +513,7 @@ def setups(config, devices, mesh_sizes=None, preset=None, hbm_bytes=None, compil
   if not hbm_bytes:
     raise ValueError(f"No HBM size known for device kind {devices[0].device_kind!r}; pass "
                      "--hbm_gib.")
-  mesh_section = typed_config.read(options.MeshSection, config.get("mesh", None) or {},
+  mesh_section = typed_config.read(sections.MeshSection, config.get("mesh", None) or {},
                                    "config.mesh")
   mesh = mesh_lib.make_mesh(devices=devices, **{**mesh_section.axis_sizes(),
                                                 **(mesh_sizes or {})})

@@ -57,6 +57,26 @@ def check_choice(value, allowed, key_path, what="value"):
                       f"{', '.join(map(str, allowed))}.")
 
 
+def at_least(key, value, minimum):
+  """A ValueError naming key unless value >= minimum (for dataclasses' __post_init__)."""
+  if value < minimum:
+    raise ValueError(f"{key}={value!r} must be >= {minimum}.")
+
+
+def one_of(key, value, allowed):
+  """A ValueError naming key unless value is one of allowed."""
+  if value not in allowed:
+    raise ValueError(f"{key}={value!r}; use one of {', '.join(map(repr, allowed))}.")
+
+
+def known_choice(key, value, allowed, what):
+  """one_of with a did-you-mean (a ValueError, so that read() names the path read)."""
+  try:
+    check_choice(value, allowed, key, what)
+  except ConfigError as error:
+    raise ValueError(str(error)) from None
+
+
 def one_line(error, key_path):
   """error's message in one line, naming key_path when it names no config key itself."""
   message = " ".join(str(error).split())

@@ -22,7 +22,7 @@ from whale_jax.algorithms import builders
 from whale_jax.algorithms import experiment
 from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import hosts
-from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
 from whale_jax.harness import ScriptedBackend
@@ -164,7 +164,7 @@ def test_the_cli_agent_is_built_jailed_from_its_section(tmp_path):
                  max_cost_usd=2.5, endpoint=("127.0.0.1", 8123), read_only_paths=(
                      str(tmp_path),), instructions=INSTRUCTIONS)
   proposer = builders.build_proposer(
-      typed_config.read(options.SearchSection, section, "config.search"), None, None, domain,
+      typed_config.read(sections.SearchSection, section, "config.search"), None, None, domain,
       "harness_learning")
   assert isinstance(proposer, cli_agent.CliAgentProposer)
   assert isinstance(proposer.runner, cli_agent.BwrapRunner)

@@ -12,7 +12,7 @@ from tests import http_stub
 from tests import test_seeds
 from whale_jax import typed_config
 from whale_jax.algorithms import builders
-from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.harness import trajectory as trajectory_lib
 from whale_jax.models import decoder
 from whale_jax.models import hf
@@ -49,7 +49,7 @@ def test_openai_proposer_from_config_sends_the_section_sampling_and_parses_the_r
   section = {"proposer": "openai", "base_url": chat_server.base_url, "model": "proposer",
              "api_key_env": None, "seed": 5,
              "sampling": {"max_tokens": 300, "temperature": 0.7}}
-  proposer = builders.build_proposer(typed_config.read(options.SearchSection, section),
+  proposer = builders.build_proposer(typed_config.read(sections.SearchSection, section),
                                      policy=None, tokenizer=None)
   context = context_lib.ProposerContext(
       domain_name="synthetic_qa", incumbent=None, incumbent_id="c0000", iteration=3,
@@ -87,7 +87,7 @@ def test_random_parameters_are_created_sharded_and_equal_the_unsharded_ones():
            "mlp_dim": 64, "num_heads": 4, "num_kv_heads": 2, "head_dim": 8}
   mesh = mesh_lib.make_mesh(data=1, fsdp=4, tensor=2, devices=jax.devices()[:8])
   model_config, params, model_dir = builders.load_model(
-      typed_config.read(options.ModelSection, model), mesh)
+      typed_config.read(sections.ModelSection, model), mesh)
   assert model_dir is None
   expected = decoder.init_params(model_config, jax.random.key(3))
   embedding = params["embedding"]  # [V, D]: vocab over tensor, embed over fsdp
@@ -104,21 +104,21 @@ def test_the_sections_keys_are_what_the_builders_pass_on():
   """A key a section takes reaches a real argument: every proposer's keys are SearchSection
   fields, an openai section's are openai_proposer's or its client's, an agentic endpoint's its
   tool client's; an "hf" model section's own keys are load_hf's."""
-  fields = {field.name for field in dataclasses.fields(options.SearchSection)}
-  for keys in options.PROPOSER_KEYS.values():
+  fields = {field.name for field in dataclasses.fields(sections.SearchSection)}
+  for keys in sections.PROPOSER_KEYS.values():
     assert set(keys) <= fields
-  assert set(options.PROPOSER_KEYS["openai"]) <= _arguments(
+  assert set(sections.PROPOSER_KEYS["openai"]) <= _arguments(
       model_proposer.openai_proposer, openai_client.OpenAICompatibleClient.__init__)
   endpoint_keys = {"base_url", "model", "api_key_env", "timeout_seconds", "max_retries",
                    "max_consecutive_failures"}
-  assert endpoint_keys <= set(options.PROPOSER_KEYS["agentic"])
+  assert endpoint_keys <= set(sections.PROPOSER_KEYS["agentic"])
   assert endpoint_keys <= _arguments(agentic_proposer.OpenAIToolClient.__init__)
-  assert set(options.MODEL_SOURCE_KEYS["hf"]) - {"source"} <= _arguments(hf.load_hf)
+  assert set(sections.MODEL_SOURCE_KEYS["hf"]) - {"source"} <= _arguments(hf.load_hf)
 
 
 def test_defaults_that_differ_by_proposer_are_that_proposers():
   def read(section):
-    return typed_config.read(options.SearchSection, section, "config.search")
+    return typed_config.read(sections.SearchSection, section, "config.search")
   openai = read({"proposer": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"})
   assert (openai.api_key_env, openai.max_retries, openai.sampling) == (
       "OPENAI_API_KEY", 4, {"max_tokens": 1024})
@@ -127,4 +127,4 @@ def test_defaults_that_differ_by_proposer_are_that_proposers():
   agentic = read({"proposer": "agentic"})
   assert (agentic.api_key_env, agentic.max_retries, agentic.sampling) == (None, 3, {})
   assert read({"proposer": "in_process"}).sampling == {"max_tokens": 1024}
-  assert read({}) == options.SearchSection(proposer="edit_library")
+  assert read({}) == sections.SearchSection(proposer="edit_library")

@@ -231,10 +231,11 @@ def test_reference_is_the_initial_weights_after_a_restore():
   import numpy as np  # pylint: disable=g-import-not-at-top
   from configs import presets  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import options  # pylint: disable=g-import-not-at-top
+  from whale_jax.algorithms import sections  # pylint: disable=g-import-not-at-top
   from whale_jax.algorithms import policy as policy_lib  # pylint: disable=g-import-not-at-top
-  mesh = builders.build_mesh(options.MeshSection(data=1, num_devices=1))
+  mesh = builders.build_mesh(sections.MeshSection(data=1, num_devices=1))
   model_config, params, _ = builders.load_model(
-      typed_config.read(options.ModelSection, presets.tiny_model()), mesh)
+      typed_config.read(sections.ModelSection, presets.tiny_model()), mesh)
   initial = jax.device_get(params)
   policy = policy_lib.Policy(model_config, params, TOKENIZER, mesh, options.PolicyConfig(
       grpo=dict(keep_reference=True), sampler=dict(max_slots=2, max_cache_length=256)))

@@ -17,7 +17,7 @@ from whale_jax import tasks
 from whale_jax import typed_config
 from whale_jax.algorithms import builders
 from whale_jax.algorithms import loop
-from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.algorithms import run_log
 from whale_jax.harness import Harness
 from whale_jax.harness import HarnessRuntime
@@ -262,7 +262,7 @@ def test_pending_eval_entries_are_checked_field_by_field():
 
 def test_the_claude_code_preset_builds_a_session_per_iteration_proposer(domain, tmp_path):
   config = whale_config.get_config("searchqa,claude_code")
-  section = typed_config.read(options.SearchSection, config.search, "config.search")
+  section = typed_config.read(sections.SearchSection, config.search, "config.search")
   proposer = builders.build_proposer(section, None, None, domain, "whale")
   described = proposer.config()
   assert described["session_per"] == "iteration" and described["run_tool"]
@@ -277,4 +277,4 @@ def test_the_claude_code_preset_builds_a_session_per_iteration_proposer(domain, 
   assert isinstance(bound.draft_runner, agentic_proposer.SandboxRunner)
   bad = dict(config.search.to_dict(), session_per="iterations")
   with pytest.raises(typed_config.ConfigError, match="did you mean 'iteration'"):
-    typed_config.read(options.SearchSection, bad, "config.search")
+    typed_config.read(sections.SearchSection, bad, "config.search")

@@ -18,7 +18,7 @@ import pytest
 from tests.search import fakes
 from whale_jax import tasks
 from whale_jax import typed_config
-from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.harness import Harness
 from whale_jax.search import cli_agent
 from whale_jax.search import connect_proxy
@@ -398,12 +398,12 @@ def test_the_allow_list_is_host_port_pairs():
 
 def test_the_config_checks_https_allow():
   section = dict(proposer="cli_agent", command=["agent"], https_allow=("api.example.com:443",))
-  typed_config.read(options.SearchSection, section, "config.search")
+  typed_config.read(sections.SearchSection, section, "config.search")
   with pytest.raises(typed_config.ConfigError, match=r"config.search.https_allow: .*65535"):
-    typed_config.read(options.SearchSection, dict(section, https_allow=("api.example.com:99999",)),
+    typed_config.read(sections.SearchSection, dict(section, https_allow=("api.example.com:99999",)),
                       "config.search")
   with pytest.raises(typed_config.ConfigError, match="did you mean 'https_allow'"):
-    typed_config.read(options.SearchSection, dict(section, http_allow=()), "config.search")
+    typed_config.read(sections.SearchSection, dict(section, http_allow=()), "config.search")
 
 
 PROBE = """

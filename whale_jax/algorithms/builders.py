@@ -8,7 +8,7 @@ proposer, runtime, and the Run that holds them.
   proposer = build_proposer(experiment.search, policy, tokenizer, domain, recipe)
 
 Every builder but build_run takes one typed section of the ExperimentConfig
-(algorithms/experiment_config.py: options.ModelSection, SearchSection, MeshSection,
+(algorithms/experiment_config.py: sections.ModelSection, SearchSection, MeshSection,
 tasks/registry.DomainSection, checked once there), never the ConfigDict; build_run takes the
 ExperimentConfig. Used by experiment.py (every recipe) and harness_learning.py (the proposer
 model, its tokenizer and the teachers).
@@ -67,7 +67,7 @@ from whale_jax import typed_config
 from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import hosts
 from whale_jax.algorithms import loop
-from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.algorithms import policy as policy_lib
 from whale_jax.algorithms import run_log
 from whale_jax.harness import HarnessRuntime
@@ -90,11 +90,11 @@ from whale_jax.train import checkpoint as checkpoint_lib
 from whale_jax.train import train_state
 
 EMBEDDED_SOLVER = presets.EMBEDDED_SOLVER
-PROPOSERS = options.PROPOSERS
+PROPOSERS = sections.PROPOSERS
 
 
 def build_mesh(mesh_section):
-  """The device mesh of config.mesh (an options.MeshSection)."""
+  """The device mesh of config.mesh (an sections.MeshSection)."""
   num_devices = mesh_section.num_devices  # 0 = all devices
   if jax.process_count() > 1 and num_devices and num_devices != jax.device_count():
     raise ValueError(f"config.mesh.num_devices={num_devices} on a run of "
@@ -105,7 +105,7 @@ def build_mesh(mesh_section):
 
 
 def load_model(model_section, mesh, key_path="config.model"):
-  """(ModelConfig, params placed on mesh, model directory or None) of an options.ModelSection.
+  """(ModelConfig, params placed on mesh, model directory or None) of an sections.ModelSection.
 
   Random weights are initialized already sharded by the train rules (no full copy on one
   device first), as checkpoints are loaded.
@@ -223,7 +223,7 @@ def build_proposer(search_section, policy, tokenizer, domain=None, recipe=None):
   """The proposer of a search section (a Meta-Harness proposer or a Harness Learning teacher).
 
   Args:
-    search_section: an options.SearchSection (module docstring; its context_tokens and
+    search_section: an sections.SearchSection (module docstring; its context_tokens and
       max_lines are the search's: build_run puts them in the Run).
     policy: the solver Policy; "in_process" proposes with its sampler (or, with model_path,
       with another checkpoint on the sampler's mesh).

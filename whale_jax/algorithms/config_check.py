@@ -2,7 +2,7 @@
 checkpoint, a tokenizer, a proposer's files) and the workdir. Each raises ConfigError, one line
 naming the full key path and the fix; experiment_config.parse calls them once, before jax
 starts, after typed_config has read the sections (their keys, types and values are checked by
-the sections' classes: options.ModelSection, SearchSection, MeshSection,
+the sections' classes: sections.ModelSection, SearchSection, MeshSection,
 tasks/registry.DomainSection and the rest).
 
   config_check.check_model_path(experiment.model, "config.model")

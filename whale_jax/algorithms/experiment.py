@@ -36,6 +36,7 @@ from whale_jax.algorithms import experiment_config
 from whale_jax.algorithms import harness_learning
 from whale_jax.algorithms import loop
 from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.algorithms import run_log
 from whale_jax.algorithms import vace
 from whale_jax.algorithms import warm_start
@@ -108,7 +109,7 @@ def run(config, workdir, show_progress=True):
         extra_fingerprint=json.dumps(experiment.source, sort_keys=True, default=repr))
   recipe = experiment.recipe
   if recipe == "warm_start":
-    return warm_start.run(experiment.warm_start, experiment.model or options.ModelSection(),
+    return warm_start.run(experiment.warm_start, experiment.model or sections.ModelSection(),
                           experiment.training, workdir, show_progress)
   if recipe != "compare":
     return run_one(experiment, workdir, recipe, show_progress)

@@ -11,7 +11,7 @@ the recipes and aot.py take the ExperimentConfig and check nothing again. Sectio
   sampling              SamplingParams; eval_sampling: sampling with config.eval_sampling's
                         overrides
   runtime               harness/runtime_config.RuntimeConfig
-  model, search, mesh   options.ModelSection, SearchSection, MeshSection (what builders.py
+  model, search, mesh   sections.ModelSection, SearchSection, MeshSection (what builders.py
                         builds from)
   domain                tasks/registry.DomainSection
   tokenizer             a name or path
@@ -29,6 +29,7 @@ from typing import Any
 from whale_jax import typed_config
 from whale_jax.algorithms import config_check
 from whale_jax.algorithms import options
+from whale_jax.algorithms import sections
 from whale_jax.harness import runtime_config
 from whale_jax.models import config as model_config_lib
 from whale_jax.sampling import api as sampling_api
@@ -49,8 +50,8 @@ _TYPED = {"loop": options.LoopConfig, "training": options.PolicyConfig,
           "whale": options.WhaleConfig, "vace": options.VaceConfig,
           "baseline": options.BaselineConfig, "harness_learning": options.HarnessLearningConfig,
           "warm_start": options.WarmStartConfig, "runtime": runtime_config.RuntimeConfig,
-          "sampling": sampling_api.SamplingParams, "search": options.SearchSection,
-          "mesh": options.MeshSection}
+          "sampling": sampling_api.SamplingParams, "search": sections.SearchSection,
+          "mesh": sections.MeshSection}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,7 @@ class ExperimentConfig:
   dicts), written to the run's config.json."""
   recipe: str
   methods: tuple[str, ...] = ()
-  model: options.ModelSection | None = None      # None: a warm start without config.model
+  model: sections.ModelSection | None = None      # None: a warm start without config.model
   tokenizer: str = ""
   domain: registry.DomainSection | None = None   # None: a warm start without config.domain
   sampling: sampling_api.SamplingParams = sampling_api.SamplingParams()
@@ -71,9 +72,9 @@ class ExperimentConfig:
   baseline: options.BaselineConfig = options.BaselineConfig()
   harness_learning: options.HarnessLearningConfig = options.HarnessLearningConfig()
   warm_start: options.WarmStartConfig = options.WarmStartConfig()
-  search: options.SearchSection = options.SearchSection()
+  search: sections.SearchSection = sections.SearchSection()
   runtime: runtime_config.RuntimeConfig = runtime_config.RuntimeConfig()
-  mesh: options.MeshSection = options.MeshSection()
+  mesh: sections.MeshSection = sections.MeshSection()
   source: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
   def recipe_options(self, recipe):
@@ -197,7 +198,7 @@ def parse(config, workdir):
                           "(see configs/whale.py).")
   model, domain = (typed_config.read(kind, _section(plain, name), f"config.{name}")
                    if name in plain else None
-                   for name, kind in (("model", options.ModelSection),
+                   for name, kind in (("model", sections.ModelSection),
                                       ("domain", registry.DomainSection)))
   if model is not None:
     _check_model(model, "config.model", complete=recipe != "warm_start")

@@ -208,7 +208,7 @@ def run(warm_config, model_section, policy_config, workdir, show_progress=True):
 
   Args:
     warm_config: options.WarmStartConfig (config.warm_start).
-    model_section: config.model (an options.ModelSection: source "random", seed, ModelConfig
+    model_section: config.model (an sections.ModelSection: source "random", seed, ModelConfig
       fields); the vocabulary size is the trained tokenizer's. With warm_config.init_solver
       the model is that solver's, and a field given here must equal it.
     policy_config: options.PolicyConfig (config.training).

@@ -1,6 +1,6 @@
 """The offline edit library's mechanism names, importable without the harness runtime.
 
-algorithms/options.SearchSection refuses an unknown name in config.search.mechanisms before
+algorithms/sections.SearchSection refuses an unknown name in config.search.mechanisms before
 anything heavy is imported; the domains' edit catalogues (tasks/<family>/edits.py) define the
 mechanisms (tests/search/test_edit_library.py keeps the two equal).
 """

@@ -23,7 +23,7 @@ def load_model(source, tokenizer_source="", dtype="float32", seed=0, vocab_size=
   weights from seed.
   """
   from whale_jax.algorithms import builders  # pylint: disable=import-outside-toplevel
-  from whale_jax.algorithms import options  # pylint: disable=import-outside-toplevel
+  from whale_jax.algorithms import sections  # pylint: disable=import-outside-toplevel
   if source.startswith("preset:"):
     return _preset_model(source[len("preset:"):], tokenizer_source, dtype, seed, vocab_size)
   path = EMBEDDED_SOLVER if source == "embedded" else source
@@ -31,8 +31,8 @@ def load_model(source, tokenizer_source="", dtype="float32", seed=0, vocab_size=
     raise FileNotFoundError(f"--model={source}: no such directory; pass a Hugging Face model "
                             "directory, 'embedded' or 'preset:NAME'.")
   config, params, model_dir = builders.load_model(
-      options.ModelSection(source="embedded" if source == "embedded" else "hf", path=path,
-                           dtype=dtype), mesh=None, key_path="--model")
+      sections.ModelSection(source="embedded" if source == "embedded" else "hf", path=path,
+                            dtype=dtype), mesh=None, key_path="--model")
   tokenizer = builders.load_run_tokenizer(tokenizer_source, model_dir, key_path="--tokenizer")
   name = "embedded" if source == "embedded" else os.path.basename(os.path.normpath(path))
   return config, params, tokenizer, name
