@@ -2,6 +2,8 @@ r"""Agentic rollout throughput: multi-turn episodes through the harness runtime,
 
   python bench/agentic_throughput.py                         # ~100M model, 2 questions x G=8
   python bench/agentic_throughput.py --model=small --questions=1 --turns=3
+  python bench/agentic_throughput.py --sampler_settings=explicit --warmup_max_length=2048 \
+      --questions=1 --turns=6 --torch_threads=1     # docs/benchmarks.md's settings
 
 Episodes of the synthetic multi-hop QA domain (whale_jax/tasks/qa/generator.py) run in the
 real harness runtime (sandboxed workers, one per episode in flight) with a harness that
@@ -19,12 +21,20 @@ The same episodes are served, one backend after the other in one process, by:
     left-padded generate call; torch threads: the faster of --torch_threads on a probe).
 Reported per backend: episodes/s, generated tokens/s, prompt positions computed vs served
 from the cache, slot occupancy (whale_jax) or mean rows per generate call (transformers), and
-the load average. Before timing, each whale_jax engine compiles its shapes (Engine.warm_up:
-one slot batch of as many slots as episodes, every cache length bucket from the shortest
-first prompt to --warmup_max_length); the timed part then counts XLA backend compilations
-(jax.monitoring events, independent of the engine's own counter), which should be zero. Each call generates exactly --max_tokens tokens (ignore_eos), so every
-backend does the same decode work; the model is a random Qwen3 checkpoint (bench/
-sampler_throughput.py builds them the same way) with the byte tokenizer's vocabulary.
+the load average. Each whale_jax engine is built with --sampler_settings:
+  defaults  Sampler(config, params, tokenizer=...) plus only what defines the backend
+            (cached_completions, uncached: above); warmed up by one untimed pass of as many
+            episodes on the next --questions questions (other prompts; the prefix cache is
+            emptied after it), so it compiles what that pass meets;
+  explicit  the older settings (docs/benchmarks.md): max_slots = min_slots = the episodes
+            (one slot batch shape), steps_per_call=--steps_per_call, max_cache_length=4096,
+            and Engine.warm_up over that slot batch and every cache length bucket from the
+            shortest first prompt to --warmup_max_length.
+The timed part then counts XLA backend compilations (jax.monitoring events, independent of
+the engine's own counter), ideally zero. Each call generates exactly --max_tokens tokens
+(ignore_eos), so every backend does the same decode work; the model is a random Qwen3
+checkpoint (bench/sampler_throughput.py builds them the same way) with the byte tokenizer's
+vocabulary.
 """
 import concurrent.futures
 import json
@@ -70,14 +80,20 @@ flags.DEFINE_integer("max_tokens", 24, "Tokens generated per call.")
 flags.DEFINE_integer("topk", 2, "Passages per search.")
 flags.DEFINE_list("backends", ["cached", "uncached", "transformers"], "Backends to run: "
                   "cached, cached_completions, uncached, transformers.")
-flags.DEFINE_integer("steps_per_call", 4, "The whale_jax engine's decode steps per device "
-                     "call: a call arriving during a decode call waits for it to end.")
+flags.DEFINE_enum("sampler_settings", "defaults", ["defaults", "explicit"], "defaults: "
+                  "the Sampler's own settings, warmed up by an untimed pass on other "
+                  "questions; explicit: the older fixed slot batch, --steps_per_call and "
+                  "Engine.warm_up (see the module docstring).")
+flags.DEFINE_integer("steps_per_call", 4, "--sampler_settings=explicit: the engine's decode "
+                     "steps per device call (a call arriving during a decode call waits for "
+                     "it to end).")
 flags.DEFINE_list("torch_threads", ["1", "2"], "Thread counts probed for transformers.")
 flags.DEFINE_string("dtype", "float32", "whale_jax weights and compute dtype.")
 flags.DEFINE_string("json_out", "", "Optional path for the results as JSON.")
 flags.DEFINE_bool("xla_single_thread", False, "Run XLA's CPU ops on one thread (read before "
                   "jax starts).")
-flags.DEFINE_integer("warmup_max_length", 0, "Longest cache length the engine warm-up "
+flags.DEFINE_integer("warmup_max_length", 0, "--sampler_settings=explicit: longest cache "
+                     "length the engine warm-up "
                      "compiles for (0: estimated from the first prompts, --turns, "
                      "--max_tokens and 600 tokens per tool output).")
 
@@ -235,6 +251,7 @@ def main(_):
     raise app.UsageError(f"--backends: unknown {unknown}; choose from {', '.join(BACKENDS)}.")
   tokenizer = load_tokenizer("byte")
   episodes = make_episodes()
+  warmup_episodes = make_episodes(first_question=FLAGS.questions, seed_offset=FLAGS.group)
   rows = []
 
   def emit(row):
@@ -246,6 +263,7 @@ def main(_):
       os.replace(FLAGS.json_out + ".tmp", FLAGS.json_out)
 
   emit(dict(model=FLAGS.model, xla_single_thread=FLAGS.xla_single_thread,
+            sampler_settings=FLAGS.sampler_settings,
             episodes=len(episodes), questions=FLAGS.questions,
             group=FLAGS.group, turns=FLAGS.turns, max_tokens=FLAGS.max_tokens,
             topk=FLAGS.topk, cpus=len(os.sched_getaffinity(0))))
@@ -288,13 +306,21 @@ def main(_):
       options = {"cached": {}, "cached_completions": {"prefix_cache_completions": True},
                  "uncached": {"prefix_cache_bytes": 0, "share_identical_prompts": False}}[name]
       slots = len(episodes)  # one slot per episode in flight: one slot batch shape
-      with Sampler(config, params, tokenizer=tokenizer, max_slots=slots, min_slots=slots,
-                   steps_per_call=FLAGS.steps_per_call, max_cache_length=4096,
-                   **options) as sampler:
+      if FLAGS.sampler_settings == "explicit":
+        options.update(max_slots=slots, min_slots=slots, steps_per_call=FLAGS.steps_per_call,
+                       max_cache_length=4096)
+      with Sampler(config, params, tokenizer=tokenizer, **options) as sampler:
         start = time.perf_counter()
-        warmup_compiles = sampler.warm_up(
-            batch_sizes=[slots], min_cache_length=min(first_prompts) - 16,
-            max_cache_length=warmup_max)
+        if FLAGS.sampler_settings == "explicit":
+          warmup_compiles = sampler.warm_up(
+              batch_sizes=[slots], min_cache_length=min(first_prompts) - 16,
+              max_cache_length=warmup_max)
+        else:
+          run_episodes(sampler, tokenizer, warmup_episodes)
+          warmup_compiles = sampler.metrics()["compilations"]
+          # New weights empty the prefix cache (the same arrays in a new tree count as new):
+          # the timed pass starts cold, as after warm_up().
+          sampler.update_params(jax.tree.map(lambda x: x, params))
         warmup_seconds = time.perf_counter() - start
         before = sampler.metrics()
         del compiles[:]
@@ -306,13 +332,21 @@ def main(_):
       busy = after["busy_seconds"] - before["busy_seconds"]
       wait = after["device_wait_seconds"] - before["device_wait_seconds"]
       calls_made = after["decode_calls"] - before["decode_calls"]
-      extra = dict(slot_occupancy=round(after["slot_occupancy"], 3),
+      extra = dict(sampler_settings=FLAGS.sampler_settings,
+                   engine=dict(max_slots=sampler.max_slots, min_slots=sampler.min_slots,
+                               steps_per_call=sampler.steps_per_call,
+                               max_cache_length=sampler.max_cache_length, **{
+                                   k: v for k, v in options.items()
+                                   if k not in ("max_slots", "min_slots", "steps_per_call",
+                                                "max_cache_length")}),
+                   slot_occupancy=round(after["slot_occupancy"], 3),
                    engine_busy_seconds=round(busy, 1),
                    engine_device_wait_seconds=round(wait, 1),
                    engine_host_ms_per_decode_call=round(1000 * (busy - wait) / calls_made, 1),
                    decode_calls=calls_made,
                    warmup_seconds=round(warmup_seconds, 1), warmup_compiles=warmup_compiles,
-                   warmup_cache_lengths=[min(first_prompts) - 16, warmup_max],
+                   warmup_cache_lengths=([min(first_prompts) - 16, warmup_max]
+                                         if FLAGS.sampler_settings == "explicit" else None),
                    backend_compiles_while_timed=len(timed_compiles),
                    backend_compiled_while_timed=sorted(set(timed_compiles)),
                    prefix_cache_evictions=after["prefix_cache_evictions"],

@@ -213,6 +213,30 @@ def test_new_weights_drop_the_cache(params):
     _assert_same(cached, sampler.generate([prompt], sampling))
 
 
+def test_pool_starts_at_one_prefill_and_doubles_and_warm_up_takes_the_budget(params):
+  """The default budget, by hand: 2 layers x 2 KV heads x 8 dims x 2 (key, value) x 4 bytes
+  = 256 bytes a token; 4 x 8 slots x 256 positions of it = 2 MiB = 512 blocks of 16 tokens.
+  The pool starts with room for one prefill call (max_prefill_tokens=64: 4 blocks), grows to
+  8 blocks for three 40-token prompts (2 full blocks each), and serves them again the same
+  as an engine without a cache; warm_up() allocates all 512."""
+  rng = np.random.default_rng(5)
+  prompts = [rng.integers(3, CONFIG.vocab_size, 40).tolist() for _ in range(3)]
+  sampling = SamplingParams(max_tokens=4, seed=1)
+  with _sampler(CONFIG, params, max_prefill_tokens=64) as sampler:
+    assert sampler.metrics()["prefix_cache_pool_blocks"] == 0
+    sampler.generate(prompts, sampling)
+    again = sampler.generate(prompts, sampling)
+    metrics = sampler.metrics()
+  assert metrics["prefix_cache_pool_blocks"] == 8
+  assert metrics["prefill_tokens_saved"] == 3 * 32
+  with _sampler(CONFIG, params, max_prefill_tokens=64, prefix_cache_bytes=0) as uncached:
+    _assert_same(again, uncached.generate(prompts, sampling), tolerance=0)
+  with _sampler(CONFIG, params, max_prefill_tokens=64) as warmed:
+    warmed.warm_up(max_cache_length=64)
+    warmed.generate(prompts, sampling)
+    assert warmed.metrics()["prefix_cache_pool_blocks"] == 512
+
+
 def test_bad_cache_settings_raise():
   params = tiny_model.params(seed=3)
   with pytest.raises(ValueError, match="prefix_block_size=3"):

@@ -107,8 +107,11 @@ class Engine:
       XLA-CPU choices.
     prefix_cache_bytes: memory budget of the prefix cache's block pool (KV of prompt and
       completion blocks reused by later requests that start with them; see prefix_cache.py).
-      0 turns it off. The pool is allocated in full when the first block is cached (one
-      shape: no recompilation as it fills). Default for plain decoders: room for four times
+      0 turns it off. The pool starts with room for one prefill call (max_prefill_tokens) and
+      doubles when full, up to the budget, so memory follows use (each size compiles the
+      programs that read the pool once); warm_up() allocates the whole budget (one shape: a
+      warmed engine compiles nothing as the pool fills). Default for plain decoders: room for
+      four times
       what the slots hold (4 * max_slots * max_cache_length tokens), at most
       MAX_DEFAULT_PREFIX_CACHE_BYTES; 0 for hybrid ones (their recurrent state is not
       block-granular; identical prompts admitted together still share one prefill).
@@ -202,8 +205,9 @@ class Engine:
     if prefix_cache_bytes and prefix_cache_bytes < block_bytes:
       raise ValueError(f"prefix_cache_bytes={prefix_cache_bytes} is less than one block "
                        f"({block_bytes} bytes); raise it or pass 0 to turn the cache off.")
-    num_blocks = prefix_cache_bytes // block_bytes
-    self._index = (prefix_cache.PrefixIndex(prefix_block_size, num_blocks, num_blocks)
+    self._index_sizes = (prefix_cache_bytes // block_bytes,
+                         -(-engine_config.max_prefill_tokens // prefix_block_size))
+    self._index = (prefix_cache.PrefixIndex(prefix_block_size, *self._index_sizes)
                    if prefix_cache_bytes else None)
     self._pool = None
     self._indexed_params = None
@@ -372,6 +376,8 @@ class Engine:
     """warm_up() on the engine thread (warmup.py)."""
     before = sum(self._compilations.values())
     self._pool = None  # stays so if a call fails: it may have consumed its donated buffers
+    if self._index is not None:
+      self._index.grow(self._index.max_blocks)  # the whole budget: one pool shape
     self._pool = warmup.run(self, batch_sizes, max_cache_length, min_cache_length)
     return sum(self._compilations.values()) - before
 
@@ -711,8 +717,7 @@ class Engine:
     self._to_cancel.clear()
     self._pool = None  # a failed call may have consumed the pool's donated buffers
     if self._index is not None:
-      self._index = prefix_cache.PrefixIndex(self._index.block_size, self._index.max_blocks,
-                                             self._index.max_blocks)
+      self._index = prefix_cache.PrefixIndex(self.prefix_block_size, *self._index_sizes)
     return [(request, error) for request in requests.values()]
 
 

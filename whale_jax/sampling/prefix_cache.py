@@ -88,12 +88,17 @@ class PrefixIndex:
     self._touch(chain)
     return [self._entries[entry_id].page for entry_id in chain]
 
+  def grow(self, blocks):
+    """Raises the page count to blocks (at most max_blocks; never lowers it)."""
+    grown = min(self.max_blocks, blocks)
+    if grown > self.pool_blocks:
+      self._free = list(range(grown - 1, self.pool_blocks - 1, -1)) + self._free
+      self.pool_blocks = grown
+
   def _page(self, pinned):
     """A free page, growing the pool or evicting the LRU unpinned leaf; None if none can be had."""
-    if not self._free and self.pool_blocks < self.max_blocks:
-      grown = min(self.max_blocks, 2 * self.pool_blocks)
-      self._free = list(range(grown - 1, self.pool_blocks - 1, -1))
-      self.pool_blocks = grown
+    if not self._free:
+      self.grow(2 * self.pool_blocks)
     if self._free:
       return self._free.pop()
     for entry_id in self._recency:

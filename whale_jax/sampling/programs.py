@@ -121,7 +121,7 @@ def _programs(config, layout, steps_per_call, num_stop_ids, mesh, rules_items, b
           decode.init_pool, config, block_size=block_size)), static_argnums=0,
                         out_shardings=pool_shardings),
       grow_pool=jax.jit(_counted("grow_pool", decode.grow_pool), static_argnums=1,
-                        donate_argnums=0, out_shardings=pool_shardings),
+                        out_shardings=pool_shardings),  # a new shape: nothing to donate to
       save_slots=jax.jit(_counted("save_blocks", functools.partial(
           decode.save_blocks, layout=layout)), donate_argnums=0,
                          out_shardings=pool_shardings),
