@@ -1,6 +1,6 @@
 r"""Sampler throughput and memory: whale_jax against transformers `generate`, same checkpoint.
 
-  python bench/sampler_throughput.py --json_out=sampler.json   # the issue's 12 rows, ~25 min
+  python bench/sampler_throughput.py --json_out=sampler.json   # 12 rows, ~25 min
   python bench/sampler_throughput.py --models=3m --batch_sizes=1,8 --repeats=1   # ~2 min
   python bench/sampler_throughput.py --models=small,large --sampler_settings=explicit \
       --min_prompt_length=64 --regimes=fresh          # the older docs/benchmarks.md tables
@@ -25,10 +25,8 @@ Each worker reports its peak RSS (getrusage ru_maxrss: loading, compiling and ge
 included), and its RSS and peak after each stage (/proc/self/status VmRSS/VmHWM; for
 whale_jax also the bytes of jax.live_arrays() and of the prefix cache's block pool).
 
-Sizes (--models): "3m" and "100m" are the issue's (~3M: vocab 512, width 256, 4 layers, 8/4
-heads of 32, MLP 768; ~100M: vocab 32,000, width 768, 12 layers, 12/4 heads of 64, MLP 2,048,
-tied); "small" and "large" are bench/shapes.py's, which the older tables in
-docs/benchmarks.md used (4/2 heads of 64 and vocab 32,768). --sampler_settings=explicit
+Sizes (--models): bench/shapes.py's; "3m" and "100m" by default, "small" and "large" as
+the older tables in docs/benchmarks.md used. --sampler_settings=explicit
 builds the Sampler as those tables did (max_slots=largest batch, steps_per_call=64).
 
 The roofline columns (JSON only) compare achieved rates with limits measured on this machine
@@ -55,8 +53,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shapes  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("models", ["3m", "100m"], "Configs: 3m and 100m (the issue's), small and "
-                  "large (bench/shapes.py's).")
+flags.DEFINE_list("models", ["3m", "100m"], "bench/shapes.py configs: 3m, 100m, small, "
+                  "large.")
 flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Batch sizes.")
 flags.DEFINE_list("regimes", ["fresh", "repeated"], "Prompt regimes: fresh (new prompts for "
                   "every call) and/or repeated (the same prompts for every call).")
@@ -90,15 +88,7 @@ flags.DEFINE_integer("batch_size", 1, "Internal: the worker's batch size.")
 flags.DEFINE_string("regime", "fresh", "Internal: the worker's prompt regime, or agentic.")
 
 NEW_TOKENS = 64
-ISSUE_CONFIGS = {
-    "3m": dict(vocab_size=512, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-               num_attention_heads=8, num_key_value_heads=4, head_dim=32,
-               new_tokens=NEW_TOKENS),
-    "100m": dict(vocab_size=32000, hidden_size=768, intermediate_size=2048,
-                 num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
-                 head_dim=64, new_tokens=NEW_TOKENS),
-}
-CONFIGS = {**ISSUE_CONFIGS, **shapes.CONFIGS}
+CONFIGS = shapes.CONFIGS
 RESULT = "RESULT "
 
 
