@@ -71,6 +71,21 @@ def test_index_finds_longest_cached_run_and_evicts_least_recent_leaf():
     prefix_cache.PrefixIndex(block_size=2, max_blocks=0)
 
 
+def test_pool_grows_only_when_the_block_it_would_evict_was_reused():
+  """Sequences that share nothing evict at the first pool's size; once the least recently
+  used leaf has served a hit, the pool doubles instead (up to max_blocks)."""
+  index = prefix_cache.PrefixIndex(block_size=2, max_blocks=8, min_blocks=2)
+  assert index.insert([1, 1], set()) == [(0, 0)]
+  assert index.insert([2, 2], set()) == [(0, 1)]
+  assert index.insert([3, 3], set()) == [(0, 0)]  # [1, 1] never reused: evicted
+  assert index.pool_blocks == 2 and index.evictions == 1
+  assert index.lookup([2, 2, 5]) == [1]  # [2, 2] reused, and now the most recent
+  assert index.insert([4, 4], set()) == [(0, 0)]  # the LRU leaf [3, 3] was never reused
+  assert index.lookup([4, 4]) == [0]  # now both leaves have served a hit
+  assert index.insert([6, 6], set()) == [(0, 2)]  # so the pool doubles instead
+  assert index.pool_blocks == 4 and index.evictions == 2
+
+
 def test_group_of_eight_prefills_once_and_matches_uncached(params):
   rng = np.random.default_rng(0)
   prompt = rng.integers(3, CONFIG.vocab_size, 41).tolist()

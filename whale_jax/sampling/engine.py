@@ -108,9 +108,10 @@ class Engine:
     prefix_cache_bytes: memory budget of the prefix cache's block pool (KV of prompt and
       completion blocks reused by later requests that start with them; see prefix_cache.py).
       0 turns it off. The pool starts with room for one prefill call (max_prefill_tokens) and
-      doubles when full, up to the budget, so memory follows use (each size compiles the
-      programs that read the pool once); warm_up() allocates the whole budget (one shape: a
-      warmed engine compiles nothing as the pool fills). Default for plain decoders: room for
+      doubles, up to the budget, only when the blocks it would evict have been reused
+      (prefix_cache.py), so memory follows reuse: prompts that share nothing keep the first
+      pool (each size compiles the programs that read the pool once). warm_up() allocates
+      the whole budget (one shape: a warmed engine compiles nothing as the pool fills). Default for plain decoders: room for
       four times
       what the slots hold (4 * max_slots * max_cache_length tokens), at most
       MAX_DEFAULT_PREFIX_CACHE_BYTES; 0 for hybrid ones (their recurrent state is not

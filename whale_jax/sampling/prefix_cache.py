@@ -11,11 +11,12 @@ block, this block's token ids): a tree of blocks, one path per cached sequence, 
 prefixes share their entries. Keys hold the token ids themselves (no hashing), so a hit is
 exact. Only full blocks are cached; a sequence's partial last block is recomputed.
 
-Eviction: when no page is free and the pool is at max_blocks, the least recently used leaf
-(an entry no other entry extends) not in `pinned` gives up its page. Evicting leaves only
-keeps every cached entry's ancestors cached, so lookups never find a hole. The index grows
-its page count by doubling (starting at min_blocks) up to max_blocks, so memory follows use;
-the engine grows the device pool to match (pool_blocks).
+Eviction: when no page is free, the least recently used leaf (an entry no other entry
+extends) not in `pinned` gives up its page. Evicting leaves only keeps every cached entry's
+ancestors cached, so lookups never find a hole. The page count starts at min_blocks and
+doubles, up to max_blocks, instead of evicting when that leaf has served a hit since it was
+cached (the cache is earning its memory) or no leaf can be evicted; a workload whose prompts
+share nothing keeps the first pool. The engine grows the device pool to match (pool_blocks).
 
 Host-side and single-threaded: the engine thread owns it.
 """
@@ -29,6 +30,7 @@ class _Entry:
   parent: int  # entry id of the previous block; -1 for a sequence's first block
   tokens: tuple
   children: int = 0
+  hits: int = 0  # times a later sequence found it cached
 
 
 class PrefixIndex:
@@ -80,6 +82,7 @@ class PrefixIndex:
   def _touch(self, chain):
     for entry_id in chain:
       self._recency.move_to_end(entry_id)
+      self._entries[entry_id].hits += 1
 
   def lookup(self, tokens):
     """Pool pages of the longest cached run of full blocks at the start of tokens (in order);
@@ -96,18 +99,21 @@ class PrefixIndex:
       self.pool_blocks = grown
 
   def _page(self, pinned):
-    """A free page, growing the pool or evicting the LRU unpinned leaf; None if none can be had."""
+    """A free page, growing the pool or evicting the LRU unpinned leaf (module docstring);
+    None if none can be had."""
     if not self._free:
-      self.grow(2 * self.pool_blocks)
-    if self._free:
-      return self._free.pop()
-    for entry_id in self._recency:
-      entry = self._entries[entry_id]
-      if entry.children == 0 and entry.page not in pinned:
-        self._remove(entry_id)
+      victim = next((entry_id for entry_id in self._recency
+                     if self._entries[entry_id].children == 0 and
+                     self._entries[entry_id].page not in pinned), None)
+      if self.pool_blocks < self.max_blocks and (
+          victim is None or self._entries[victim].hits):
+        self.grow(2 * self.pool_blocks)
+      elif victim is not None:
+        page = self._entries[victim].page
+        self._remove(victim)
         self.evictions += 1
-        return entry.page
-    return None
+        return page
+    return self._free.pop() if self._free else None
 
   def _remove(self, entry_id):
     entry = self._entries.pop(entry_id)
