@@ -1,6 +1,7 @@
 r"""Training throughput: whale_jax's train step beside transformers + torch, same machine and run.
 
-  python bench/train_throughput.py                      # ~3M and ~100M Qwen3, T = 512
+  python bench/train_throughput.py --models=3m,100m --shapes=4x128,2x512   # the issue's 4 rows
+  python bench/train_throughput.py                      # ~3.7M and ~100M Qwen3, T = 512
   python bench/train_throughput.py --models=small --repeats=3
   python bench/train_throughput.py --attention   # ~100M: blockwise vs dense, T = 512 and 4096
 
@@ -31,7 +32,9 @@ temporaries reported apart), stepped once to warm up, then timed for --attention
 steps, the two alternating step by step; each timed step also records the process's peak RSS
 during it (sampled every 10 ms) above its RSS before it. Rows longer than 1024 tokens use
 remat="full" in both (dense attention's saved [N, T, T] probabilities of every layer would
-not fit this machine's memory otherwise). It prints the load average beside the ratios.
+not fit this machine's memory otherwise). It prints the load average beside the ratios. On CPU
+the train step compiles blockwise attention in the platform's 128-long blocks
+(train/platform_tuning.py); the table in docs/benchmarks.md predates that (512).
 """
 import argparse
 import json
@@ -55,8 +58,14 @@ from whale_jax.train import rsft
 from whale_jax.train import step as step_lib
 from whale_jax.train import train_state
 
-# Qwen3 shapes (q/k norm, tied embeddings, grouped-query attention).
+# Qwen3 shapes (q/k norm, tied embeddings, grouped-query attention). "3m" and "100m" are the
+# issue's sizes, timed at --shapes=4x128,2x512; "small" and "base" the older table's.
 MODELS = {
+    "3m": dict(vocab_size=512, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+               num_attention_heads=8, num_key_value_heads=4, head_dim=32),
+    "100m": dict(vocab_size=32000, hidden_size=768, intermediate_size=2048,
+                 num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
+                 head_dim=64),
     "small": dict(vocab_size=8192, hidden_size=192, intermediate_size=768, num_hidden_layers=4,
                   num_attention_heads=6, num_key_value_heads=2, head_dim=32),
     "base": dict(vocab_size=32768, hidden_size=768, intermediate_size=2048,
@@ -305,14 +314,20 @@ def bench_model(name, batch_size, seq_len, repeats, peak_flops, dtype="float32")
   steps = {"whale_jax": jax_step_fn(config, params, batch),
            "torch": torch_step_fn(model, batch, dtype)}
   first_loss = {framework: step() for framework, step in steps.items()}  # compile, warm up
+  for step in steps.values():  # a second warm-up step: the first ran the compile
+    step()
   times = {framework: [] for framework in steps}
-  for _ in range(repeats):
-    for framework, step in steps.items():
-      times[framework].append(timed(step))
+  loads = [os.getloadavg()[0]]
+  for repeat in range(repeats):
+    order = list(steps) if repeat % 2 == 0 else list(steps)[::-1]
+    for framework in order:
+      times[framework].append(timed(steps[framework]))
+    loads.append(os.getloadavg()[0])
   tokens_per_step = batch_size * seq_len
   flops_per_step = model_flops_per_token(config, seq_len) * tokens_per_step
   result = {"model": name, "params": config.num_params(), "batch_size": batch_size,
-            "seq_len": seq_len, "compute_dtype": dtype, "first_loss": first_loss}
+            "seq_len": seq_len, "compute_dtype": dtype, "first_loss": first_loss,
+            "load_average_1min": loads}
   for framework, framework_times in times.items():
     seconds = statistics.median(t[0] for t in framework_times)
     cpu_seconds = statistics.median(t[1] for t in framework_times)
@@ -331,9 +346,13 @@ def bench_model(name, batch_size, seq_len, repeats, peak_flops, dtype="float32")
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--models", default="small,base", help="comma-separated: small, base")
+  parser.add_argument("--models", default="small,base",
+                      help=f"comma-separated, of {', '.join(MODELS)}")
   parser.add_argument("--batch_sizes", default="8,4", help="rows per step, one per model")
   parser.add_argument("--seq_len", type=int, default=512)
+  parser.add_argument("--shapes", default=None,
+                      help="comma-separated BATCHxLENGTH (e.g. 4x128,2x512): every model at "
+                      "every shape, in place of --batch_sizes and --seq_len")
   parser.add_argument("--repeats", type=int, default=5)
   parser.add_argument("--peak_size", type=int, default=4096, help="matmul size for the peak")
   parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
@@ -365,12 +384,24 @@ def main():
                     args.dtype, report)
     return
   names = args.models.split(",")
-  batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
-  if len(batch_sizes) == 1:
-    batch_sizes *= len(names)
-  if len(batch_sizes) != len(names) or any(name not in MODELS for name in names):
-    parser.error(f"--models must name models of {sorted(MODELS)} and --batch_sizes give one "
-                 "size per model (or one for all).")
+  if any(name not in MODELS for name in names):
+    parser.error(f"--models={args.models!r} must name models of {sorted(MODELS)}.")
+  if args.shapes:
+    try:
+      shapes = [tuple(int(x) for x in shape.split("x")) for shape in args.shapes.split(",")]
+    except ValueError:
+      shapes = []
+    if not shapes or any(len(shape) != 2 for shape in shapes):
+      parser.error(f"--shapes={args.shapes!r} must be comma-separated BATCHxLENGTH, e.g. "
+                   "4x128,2x512.")
+    rows = [(name, batch_size, seq_len) for name in names for batch_size, seq_len in shapes]
+  else:
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    if len(batch_sizes) == 1:
+      batch_sizes *= len(names)
+    if len(batch_sizes) != len(names):
+      parser.error("--batch_sizes must give one size per model of --models (or one for all).")
+    rows = [(name, batch_size, args.seq_len) for name, batch_size in zip(names, batch_sizes)]
 
   print(f"jax {jax.__version__} on {jax.devices()[0].platform}, torch {torch.__version__} "
         f"with {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
@@ -381,11 +412,10 @@ def main():
       f"{name} {wall / 1e9:.1f} / {cpu / 1e9:.1f} GFLOP" for name, (wall, cpu) in peaks.items())
       + f" -> peak {peak[0] / 1e9:.1f} / {peak[1] / 1e9:.1f} GFLOP")
   results = []
-  for name, batch_size in zip(names, batch_sizes):
-    result = bench_model(name, batch_size, args.seq_len, args.repeats, peak, args.dtype)
+  for name, batch_size, seq_len in rows:
+    result = bench_model(name, batch_size, seq_len, args.repeats, peak, args.dtype)
     results.append(result)
-    jax_result, torch_result = result["whale_jax"], result["torch"]
-    print(f"{name}: {result['params'] / 1e6:.1f}M params, batch {batch_size} x {args.seq_len}, "
+    print(f"{name}: {result['params'] / 1e6:.1f}M params, batch {batch_size} x {seq_len}, "
           f"first-step loss jax {result['first_loss']['whale_jax']:.5f} / torch "
           f"{result['first_loss']['torch']:.5f}")
     for framework in ("whale_jax", "torch"):
@@ -395,7 +425,18 @@ def main():
             f"CPU-MFU {100 * r['cpu_mfu']:.1f}%  | steps {r['all_seconds']} "
             f"CPU {r['all_cpu_seconds']}")
     print(f"  ratio whale_jax / torch: tokens/s {result['ratio']:.2f}, "
-          f"tokens per CPU-second {result['cpu_ratio']:.2f}")
+          f"tokens per CPU-second {result['cpu_ratio']:.2f}; load average "
+          f"{', '.join(f'{load:.1f}' for load in result['load_average_1min'])}", flush=True)
+  print(f"\nmedians of {args.repeats} steps each, steps alternating; ratio = whale_jax / torch "
+        "tokens/s (higher is better for whale_jax)")
+  print("| model | batch x length | whale_jax s/step | torch s/step | ratio (wall) "
+        "| ratio (CPU time) | load average (1 min) |")
+  print("|---|---|---|---|---|---|---|")
+  for r in results:
+    loads = r["load_average_1min"]
+    print(f"| {r['model']} ({r['params'] / 1e6:.1f}M) | {r['batch_size']} x {r['seq_len']} | "
+          f"{r['whale_jax']['seconds_per_step']:.3f} | {r['torch']['seconds_per_step']:.3f} | "
+          f"**{r['ratio']:.2f}** | {r['cpu_ratio']:.2f} | {min(loads):.1f}-{max(loads):.1f} |")
   if args.output:
     with open(args.output + ".tmp", "w") as f:
       json.dump({"peak_flops": peak, "matmul_flops": peaks, "results": results}, f, indent=1)

@@ -124,6 +124,16 @@ def test_cached_decoding_with_ragged_prefill_equals_full_forward():
   np.testing.assert_array_equal(cache["length"], prompt_lengths + 1)
 
 
+def test_unrolled_layers_equal_the_layer_scan():
+  tokens = jnp.asarray(np.random.default_rng(4).integers(0, CONFIG.vocab_size, (BATCH, LENGTH)))
+  loss = lambda params, config: jnp.sum(jnp.sin(decoder.forward(params, config, tokens)))
+  value_and_grad = jax.jit(jax.value_and_grad(loss), static_argnums=1)
+  expected = value_and_grad(_params(), CONFIG)
+  actual = value_and_grad(_params(), CONFIG.replace(unroll_layers=True))
+  for a, e in zip(jax.tree.leaves(actual), jax.tree.leaves(expected)):
+    np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+
+
 def test_logical_axes_mirror_params_and_ranks():
   for config in (CONFIG, CONFIG.replace(model_type="qwen2", qk_norm=False, qkv_bias=True,
                                         tie_embeddings=True)):

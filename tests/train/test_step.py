@@ -138,6 +138,32 @@ def test_microbatching_normalizes_over_the_global_batch(num_microbatches):
     np.testing.assert_allclose(actual, p - g, rtol=0, atol=1e-5)
 
 
+def test_cpu_tuned_step_equals_the_step_as_configured():
+  """On CPU the step compiles blockwise attention in 128-long blocks and unrolled layers
+  (train/platform_tuning.py); rows of 160 tokens in two segments span two key blocks. As
+  configured (auto attention, one 512 block) the step runs dense attention in a layer scan."""
+  rng = np.random.default_rng(5)
+  rows, length = 2, 160
+  segment_ids = np.where(np.arange(length) < 70, 1, 2)[None].repeat(rows, 0).astype(np.int32)
+  positions = np.where(segment_ids == 1, np.arange(length), np.arange(length) - 70)
+  loss_mask = (rng.uniform(size=(rows, length)) < 0.7).astype(np.float32)
+  batch = {"tokens": rng.integers(1, MODEL.vocab_size, (rows, length)).astype(np.int32),
+           "positions": positions.astype(np.int32), "segment_ids": segment_ids,
+           "loss_mask": loss_mask}
+  mesh = single_device_mesh()
+  results = []
+  for platform_tuning in (False, True):
+    state = train_state.create(MODEL, random_params.numpy_params(MODEL), optax.sgd(1.0), mesh,
+                               rules.TRAIN_RULES)
+    step = step_lib.make_train_step(MODEL, rsft.loss, optax.sgd(1.0), mesh,
+                                    platform_tuning=platform_tuning)
+    results.append(jax.device_get(step(state, batch)))
+  (expected, expected_metrics), (actual, metrics) = results
+  np.testing.assert_allclose(metrics["loss"], expected_metrics["loss"], rtol=1e-6)
+  for a, e in zip(jax.tree.leaves(actual["params"]), jax.tree.leaves(expected["params"])):
+    np.testing.assert_allclose(a, e, rtol=0, atol=1e-6)
+
+
 def test_optimizer_state_is_sharded_like_the_params():
   optimizer = optimizer_lib.make(optimizer_lib.OptimizerConfig())
   mesh = mesh_lib.make_mesh(data=1, fsdp=4, tensor=2)

@@ -11,6 +11,7 @@ compares against), attend_blockwise() (online softmax over key blocks, with its 
 pass; memory linear in T), and the Pallas splash kernel on TPU (splash_attention.py).
 """
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -71,7 +72,7 @@ def project(params, config, x, positions, inference=False):
 
   inference: not differentiated; the products accumulate in float32 (models/products.py).
   """
-  einsum = products.einsum if inference else jnp.einsum
+  einsum = products.einsum if inference else _heads_product
   query = einsum("BTD,DNH->BTNH", x, params["query"])
   key = einsum("BTD,DKH->BTKH", x, params["key"])
   value = einsum("BTD,DKH->BTKH", x, params["value"])
@@ -142,9 +143,23 @@ def _attend_inference(query, key, value, mask):
   return jnp.swapaxes(encoded, 1, 2).reshape(batch_size, query_length, num_heads, head_dim)
 
 
+def _heads_product(spec, x, w):
+  """jnp.einsum(spec, x, w) for the projections to and from the heads ("BTD,DNH->BTNH",
+  "BTNH,NHD->BTD"), as one 2-D matmul: [B * T, D] x [D, N * H], or [B * T, N * H] x
+  [N * H, D]. As with the MLP's (decoder._mlp), XLA's CPU compiler then runs the backward
+  products on the weights as stored, where for the 3-D einsums it copied a transposed slice of
+  each weight (~100M, 4 x 128 tokens: 60 copies a step, which ran 6% faster without them)."""
+  del spec  # x's axes after B, T contract with w's leading axes
+  contracted = x.ndim - 2
+  rows = x.reshape(-1, math.prod(x.shape[2:]))
+  flat = w.reshape(math.prod(w.shape[:contracted]), -1)
+  return jnp.matmul(rows, flat).reshape(*x.shape[:2], *w.shape[contracted:])
+
+
 def output(params, config, encoded, inference=False):
   """encoded [B, T, N, H] -> [B, T, D] (inference: as in project)."""
-  x = (products.einsum if inference else jnp.einsum)("BTNH,NHD->BTD", encoded, params["output"])
+  x = (products.einsum if inference else _heads_product)("BTNH,NHD->BTD", encoded,
+                                                         params["output"])
   if config.output_bias:
     x = x + params["output_bias"]
   return x
@@ -231,7 +246,9 @@ def causal_attend(config, query, key, value, mask, inference=False):
 # than [block, block] scores exist at once. Its backward pass (custom_vjp) recomputes each
 # block's probabilities from the saved log-normalizer. Key blocks after a query block's last
 # slot are skipped (a loop with a traced trip count), so causal attention does about half the
-# work of the dense version.
+# work of the dense version. Inside, the heads lead: query [B, K, G, T, H], key and value
+# [B, K, S, H], so that every block product reads and writes its operands as stored (the
+# layout moves once per call, not once per block pair).
 
 
 def _pad_to(x, multiple, axis, value):
@@ -261,26 +278,29 @@ def attend_blockwise(query, key, value, mask, block_size=512):
   else:
     query_segments = mask.query_segments.astype(jnp.int32)
     key_segments = mask.key_segments.astype(jnp.int32)
-  query = query.reshape(batch_size, query_length, num_kv_heads, -1, head_dim)  # [B, T, K, G, H]
-  inputs = (_pad_to(query, query_block, 1, 0), _pad_to(key, key_block, 1, 0),
-            _pad_to(value, key_block, 1, 0),
+  query = query.reshape(batch_size, query_length, num_kv_heads, -1, head_dim)
+  query = jnp.einsum("BTKGH->BKGTH", query)
+  key, value = jnp.einsum("BSKH->BKSH", key), jnp.einsum("BSKH->BKSH", value)
+  inputs = (_pad_to(query, query_block, 3, 0), _pad_to(key, key_block, 2, 0),
+            _pad_to(value, key_block, 2, 0),
             _pad_to(mask.query_index.astype(jnp.int32), query_block, 1, -1),
             _pad_to(key_valid, key_block, 1, False), _pad_to(query_segments, query_block, 1, 0),
             _pad_to(key_segments, key_block, 1, 0))
-  encoded = _blockwise(query_block, key_block, *inputs)[:, :query_length]
+  encoded = _blockwise(query_block, key_block, *inputs)[:, :, :, :query_length]
+  encoded = jnp.einsum("BKGTH->BTKGH", encoded)
   return encoded.reshape(batch_size, query_length, num_heads, head_dim)
 
 
-def _blocks(x, block):
-  """[B, T, ...] -> [T / block, B, block, ...]."""
-  x = x.reshape(x.shape[0], x.shape[1] // block, block, *x.shape[2:])
-  return jnp.swapaxes(x, 0, 1)
+def _blocks(x, block, axis):
+  """Splits axis (length T) into [T / block, block] and moves the T / block axis first."""
+  x = x.reshape(*x.shape[:axis], x.shape[axis] // block, block, *x.shape[axis + 1:])
+  return jnp.moveaxis(x, axis, 0)
 
 
-def _unblocks(x):
-  """[T / block, B, block, ...] -> [B, T, ...]."""
-  x = jnp.swapaxes(x, 0, 1)
-  return x.reshape(x.shape[0], -1, *x.shape[3:])
+def _unblocks(x, axis):
+  """_blocks' inverse: [T / block, ..., block (at axis), ...] -> [..., T (at axis), ...]."""
+  x = jnp.moveaxis(x, 0, axis)
+  return x.reshape(*x.shape[:axis], -1, *x.shape[axis + 2:])
 
 
 def _key_blocks_seen(query_index, key_block, num_key_blocks):
@@ -288,44 +308,59 @@ def _key_blocks_seen(query_index, key_block, num_key_blocks):
   return jnp.clip(jnp.max(query_index) // key_block + 1, 0, num_key_blocks)
 
 
-def _block_scores(query, key, query_index, key_valid, query_segments, key_segments, start):
-  """Scaled scores [B, K, G, bq, bk] and mask [B, 1, 1, bq, bk] of one block pair."""
-  scores = jnp.einsum("BTKGH,BSKH->BKGTS", query, key, preferred_element_type=jnp.float32)
-  key_index = start + jnp.arange(key.shape[1], dtype=jnp.int32)
+def _query_block_bias(query_index, query_segments, key_valid, key_segments):
+  """[B, bq, S] float32: 0 where a query of this block may see the key, NEGATIVE_INFINITY
+  elsewhere. Made once per query block and added to each key block's scores: the mask's
+  compares then run over [B, bq, S], not inside every pass over the [B, K, G, bq, bk] scores."""
+  key_index = jnp.arange(key_valid.shape[1], dtype=jnp.int32)
   visible = ((key_index[None, None, :] <= query_index[:, :, None]) & key_valid[:, None, :]
-             & (query_segments[:, :, None] == key_segments[:, None, :]))[:, None, None]
-  return jnp.where(visible, scores, NEGATIVE_INFINITY), visible
+             & (query_segments[:, :, None] == key_segments[:, None, :]))
+  return jnp.where(visible, 0.0, NEGATIVE_INFINITY).astype(jnp.float32)
+
+
+def _block_scores(query, key, bias, start):
+  """Scaled scores [B, K, G, bq, bk] float32 of query [B, K, G, bq, H] and the key block at
+  start, plus the block's bias (NEGATIVE_INFINITY where masked; adding it to a score leaves
+  exactly NEGATIVE_INFINITY)."""
+  scores = jnp.einsum("BKGTH,BKSH->BKGTS", query, key, preferred_element_type=jnp.float32)
+  return scores + jax.lax.dynamic_slice_in_dim(bias, start, key.shape[2], axis=2)[:, None, None]
 
 
 def _key_slices(key_block, start, *arrays):
-  return [jax.lax.dynamic_slice_in_dim(x, start, key_block, axis=1) for x in arrays]
+  """The key block at start of each [B, K, S, H] array."""
+  return [jax.lax.dynamic_slice_in_dim(x, start, key_block, axis=2) for x in arrays]
 
 
 def _forward_blocks(query_block, key_block, query, key, value, query_index, key_valid,
                     query_segments, key_segments):
-  """(encoded [B, T, K, G, H], log-normalizer [B, K, G, T] float32) of padded inputs."""
+  """(encoded [B, K, G, T, H], log-normalizer [B, K, G, T] float32) of padded inputs.
+
+  Masked scores are NEGATIVE_INFINITY, not skipped: while a query has seen only masked keys
+  its running maximum is NEGATIVE_INFINITY and those keys weigh exp(0) = 1, and the first
+  visible key rescales them by exp(NEGATIVE_INFINITY - score) = 0. A query that never sees a
+  key keeps that maximum, and gives zeros (log-normalizer +inf).
+  """
   head_dim = query.shape[-1]
-  num_key_blocks = key.shape[1] // key_block
+  num_key_blocks = key.shape[2] // key_block
   query = query * jnp.asarray(head_dim**-0.5, query.dtype)
 
   def one_query_block(inputs):
-    query, query_index, query_segments = inputs  # [B, bq, K, G, H], [B, bq], [B, bq]
-    batch_size, block, num_kv_heads, group, _ = query.shape
+    query, query_index, query_segments = inputs  # [B, K, G, bq, H], [B, bq], [B, bq]
+    batch_size, num_kv_heads, group, block, _ = query.shape
+    bias = _query_block_bias(query_index, query_segments, key_valid, key_segments)
     stats = jnp.full((batch_size, num_kv_heads, group, block), NEGATIVE_INFINITY, jnp.float32)
 
     def key_step(j, carry):
       maximum, normalizer, total = carry
       start = j * key_block
-      key_j, value_j, valid_j, segments_j = _key_slices(key_block, start, key, value,
-                                                        key_valid, key_segments)
-      scores, visible = _block_scores(query, key_j, query_index, valid_j, query_segments,
-                                      segments_j, start)
+      key_j, value_j = _key_slices(key_block, start, key, value)
+      scores = _block_scores(query, key_j, bias, start)
       new_maximum = jnp.maximum(maximum, jnp.max(scores, axis=-1))
-      probabilities = jnp.where(visible, jnp.exp(scores - new_maximum[..., None]), 0.0)
+      probabilities = jnp.exp(scores - new_maximum[..., None])
       correction = jnp.exp(maximum - new_maximum)
       normalizer = normalizer * correction + jnp.sum(probabilities, axis=-1)
       total = total * correction[..., None] + jnp.einsum(
-          "BKGTS,BSKH->BKGTH", probabilities.astype(value.dtype), value_j,
+          "BKGTS,BKSH->BKGTH", probabilities.astype(value.dtype), value_j,
           preferred_element_type=jnp.float32)
       return new_maximum, normalizer, total
 
@@ -333,19 +368,16 @@ def _forward_blocks(query_block, key_block, query, key, value, query_index, key_
              jnp.zeros((batch_size, num_kv_heads, group, block, head_dim), jnp.float32))
     maximum, normalizer, total = jax.lax.fori_loop(
         0, _key_blocks_seen(query_index, key_block, num_key_blocks), key_step, carry)
-    seen = normalizer > 0
-    encoded = jnp.where(seen[..., None], total / jnp.where(seen, normalizer, 1.0)[..., None], 0.0)
-    log_normalizer = jnp.where(seen, maximum + jnp.log(jnp.where(seen, normalizer, 1.0)),
-                               jnp.inf)
-    return jnp.einsum("BKGTH->BTKGH", encoded).astype(value.dtype), log_normalizer
+    seen = maximum > NEGATIVE_INFINITY / 2
+    normalizer = jnp.where(seen, normalizer, 1.0)
+    encoded = jnp.where(seen[..., None], total / normalizer[..., None], 0.0)
+    log_normalizer = jnp.where(seen, maximum + jnp.log(normalizer), jnp.inf)
+    return encoded.astype(value.dtype), log_normalizer
 
   encoded, log_normalizer = jax.lax.map(one_query_block, (
-      _blocks(query, query_block), _blocks(query_index, query_block),
-      _blocks(query_segments, query_block)))
-  # log_normalizer [T / bq, B, K, G, bq] -> [B, K, G, T]
-  log_normalizer = jnp.einsum("QBKGT->BKGQT", log_normalizer)
-  log_normalizer = log_normalizer.reshape(*log_normalizer.shape[:3], -1)
-  return _unblocks(encoded), log_normalizer
+      _blocks(query, query_block, 3), _blocks(query_index, query_block, 1),
+      _blocks(query_segments, query_block, 1)))
+  return _unblocks(encoded, 3), _unblocks(log_normalizer, 3)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
@@ -361,42 +393,45 @@ def _blockwise_forward(query_block, key_block, *inputs):
 
 
 def _blockwise_backward(query_block, key_block, residuals, encoded_cotangent):
+  """The gradients, key block by key block. Every product reads its operands as stored: the
+  key and value gradients accumulate transposed ([B, K, H, S]), from the query block's query
+  and cotangent transposed once ([B, K, H, G, bq]), so no [bq, bk] block is ever transposed."""
   (query, key, value, query_index, key_valid, query_segments, key_segments), encoded, \
       log_normalizer = residuals
   head_dim = query.shape[-1]
   scale = jnp.asarray(head_dim**-0.5, query.dtype)
-  num_key_blocks = key.shape[1] // key_block
+  num_key_blocks = key.shape[2] // key_block
   scaled_query = query * scale
-  # D = rowsum(dO * O), the softmax backward's per-row term: [B, T, K, G] -> [B, K, G, T].
-  row_terms = jnp.einsum("BTKGH,BTKGH->BKGT", encoded_cotangent.astype(jnp.float32),
+  # D = rowsum(dO * O), the softmax backward's per-row term: [B, K, G, T].
+  row_terms = jnp.einsum("BKGTH,BKGTH->BKGT", encoded_cotangent.astype(jnp.float32),
                          encoded.astype(jnp.float32))
-  to_blocks = lambda x: jnp.moveaxis(x.reshape(*x.shape[:3], -1, query_block), 3, 0)
 
   def one_query_block(carry, inputs):
-    key_grad, value_grad = carry  # [B, S, K, H] float32
+    key_grad, value_grad = carry  # [B, K, H, S] float32
     query, cotangent, query_index, query_segments, log_normalizer, row_term = inputs
-    cotangent = jnp.einsum("BTKGH->BKGTH", cotangent)
+    bias = _query_block_bias(query_index, query_segments, key_valid, key_segments)
+    query_transposed = jnp.einsum("BKGTH->BKHGT", query)
+    cotangent_transposed = jnp.einsum("BKGTH->BKHGT", cotangent)
 
     def key_step(j, carry):
       query_grad, key_grad, value_grad = carry
       start = j * key_block
-      key_j, value_j, valid_j, segments_j = _key_slices(key_block, start, key, value,
-                                                        key_valid, key_segments)
-      scores, visible = _block_scores(query, key_j, query_index, valid_j, query_segments,
-                                      segments_j, start)
-      probabilities = jnp.where(visible, jnp.exp(scores - log_normalizer[..., None]), 0.0)
-      value_part = jnp.einsum("BKGTS,BKGTH->BSKH", probabilities.astype(cotangent.dtype),
-                              cotangent, preferred_element_type=jnp.float32)
-      probability_grad = jnp.einsum("BKGTH,BSKH->BKGTS", cotangent, value_j,
+      key_j, value_j = _key_slices(key_block, start, key, value)
+      scores = _block_scores(query, key_j, bias, start)
+      probabilities = jnp.exp(scores - log_normalizer[..., None])  # 0 where masked
+      value_part = jnp.einsum("BKHGT,BKGTS->BKHS", cotangent_transposed,
+                              probabilities.astype(cotangent.dtype),
+                              preferred_element_type=jnp.float32)
+      probability_grad = jnp.einsum("BKGTH,BKSH->BKGTS", cotangent, value_j,
                                     preferred_element_type=jnp.float32)
       score_grad = probabilities * (probability_grad - row_term[..., None])
-      query_grad = query_grad + jnp.einsum("BKGTS,BSKH->BTKGH", score_grad.astype(key_j.dtype),
+      query_grad = query_grad + jnp.einsum("BKGTS,BKSH->BKGTH", score_grad.astype(key_j.dtype),
                                            key_j, preferred_element_type=jnp.float32)
-      key_part = jnp.einsum("BKGTS,BTKGH->BSKH", score_grad.astype(query.dtype), query,
-                            preferred_element_type=jnp.float32)
+      key_part = jnp.einsum("BKHGT,BKGTS->BKHS", query_transposed,
+                            score_grad.astype(query.dtype), preferred_element_type=jnp.float32)
       add = lambda total, part: jax.lax.dynamic_update_slice_in_dim(
-          total, jax.lax.dynamic_slice_in_dim(total, start, key_block, axis=1) + part, start,
-          axis=1)
+          total, jax.lax.dynamic_slice_in_dim(total, start, key_block, axis=3) + part, start,
+          axis=3)
       return query_grad, add(key_grad, key_part), add(value_grad, value_part)
 
     query_grad, key_grad, value_grad = jax.lax.fori_loop(
@@ -404,13 +439,15 @@ def _blockwise_backward(query_block, key_block, residuals, encoded_cotangent):
         (jnp.zeros(query.shape, jnp.float32), key_grad, value_grad))
     return (key_grad, value_grad), query_grad * scale.astype(jnp.float32)
 
-  zeros = jnp.zeros(key.shape, jnp.float32)
+  batch_size, num_kv_heads, key_length, _ = key.shape
+  zeros = jnp.zeros((batch_size, num_kv_heads, head_dim, key_length), jnp.float32)
   (key_grad, value_grad), query_grad = jax.lax.scan(one_query_block, (zeros, zeros), (
-      _blocks(scaled_query, query_block), _blocks(encoded_cotangent, query_block),
-      _blocks(query_index, query_block), _blocks(query_segments, query_block),
-      to_blocks(log_normalizer), to_blocks(row_terms)))
-  return (_unblocks(query_grad).astype(query.dtype), key_grad.astype(key.dtype),
-          value_grad.astype(value.dtype), None, None, None, None)
+      _blocks(scaled_query, query_block, 3), _blocks(encoded_cotangent, query_block, 3),
+      _blocks(query_index, query_block, 1), _blocks(query_segments, query_block, 1),
+      _blocks(log_normalizer, query_block, 3), _blocks(row_terms, query_block, 3)))
+  return (_unblocks(query_grad, 3).astype(query.dtype),
+          jnp.einsum("BKHS->BKSH", key_grad).astype(key.dtype),
+          jnp.einsum("BKHS->BKSH", value_grad).astype(value.dtype), None, None, None, None)
 
 
 _blockwise.defvjp(_blockwise_forward, _blockwise_backward)

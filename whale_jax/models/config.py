@@ -62,6 +62,9 @@ class ModelConfig:
     remat: what the layer scans keep for the backward pass: "none" (everything), "full"
       (only each layer's input), "dots" (matmul outputs), "dots_with_no_batch_dims" (matmul
       outputs without batch dimensions: weight projections, not attention scores).
+    unroll_layers: run the layer loop of hidden_states (plain decoders) unrolled rather than
+      as a loop (not exported): none of the loop's per-layer bookkeeping (stacked residuals,
+      zeroed gradient stacks), compile time growing with num_layers.
   """
   vocab_size: int
   num_layers: int
@@ -98,6 +101,7 @@ class ModelConfig:
   attention: str = "auto"
   attention_block_size: int = 512
   remat: str = "none"
+  unroll_layers: bool = False
 
   def __post_init__(self):
     for name in ("vocab_size", "num_layers", "embed_dim", "mlp_dim", "num_heads",
@@ -130,6 +134,8 @@ class ModelConfig:
                        "be a positive multiple of 8 (e.g. 512).")
     if self.remat not in REMAT_POLICIES:
       raise ValueError(f"ModelConfig.remat={self.remat!r} is not one of {REMAT_POLICIES}.")
+    if not isinstance(self.unroll_layers, bool):
+      raise ValueError(f"ModelConfig.unroll_layers={self.unroll_layers!r} must be True or False.")
     if not isinstance(self.eos_token_ids, tuple):
       object.__setattr__(self, "eos_token_ids", tuple(self.eos_token_ids))
     if not isinstance(self.layer_types, tuple):

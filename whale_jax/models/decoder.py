@@ -187,7 +187,8 @@ def hidden_states(params, config, tokens, positions=None, attention_mask=None,
     x, _ = _layer(config, layer_params, x, positions, mask)
     return x, None
 
-  x, _ = jax.lax.scan(remat.wrap(config, body), x, params["layers"])
+  x, _ = jax.lax.scan(remat.wrap(config, body), x, params["layers"],
+                      unroll=config.unroll_layers)
   return x
 
 

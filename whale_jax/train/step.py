@@ -21,6 +21,7 @@ from whale_jax.models import decoder
 from whale_jax.parallel import mesh as mesh_lib
 from whale_jax.parallel import rules as rules_lib
 from whale_jax.train import batch as batch_lib
+from whale_jax.train import platform_tuning as tuning_lib
 from whale_jax.train import train_state
 
 
@@ -50,21 +51,27 @@ def _finish_metrics(metric_sums):
 
 
 def loss_and_grads(params, model_config, loss_fn, batch, num_microbatches=1):
-  """(loss, grads, metrics) of the global batch, summed over micro-batches (inside jit)."""
+  """(loss, grads, metrics) of the global batch, summed over micro-batches (inside jit).
 
-  def micro_terms(micro_batch):
+  With one micro-batch the gradient is taken of loss_sum / normalizer itself (the normalizer
+  held constant), so the division scales the backward pass's seed instead of costing a pass
+  over every gradient afterwards.
+  """
+
+  def micro_terms(micro_batch, scale=False):
     def objective(params):
       loss_sum, normalizer, metrics = loss_fn(params, model_config, micro_batch)
-      return loss_sum, (normalizer, metrics)
+      scaled = loss_sum / jax.lax.stop_gradient(_denominator(normalizer)) if scale else loss_sum
+      return scaled, (loss_sum, normalizer, metrics)
 
-    (loss_sum, (normalizer, metrics)), grads = jax.value_and_grad(objective, has_aux=True)(
-        params)
+    (_, (loss_sum, normalizer, metrics)), grads = jax.value_and_grad(
+        objective, has_aux=True)(params)
     grads = jax.tree.map(lambda g: g.astype(jnp.float32), grads)
     metrics = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), metrics)
     return loss_sum, normalizer, grads, metrics
 
   if num_microbatches == 1:
-    loss_sum, normalizer, grads, metrics = micro_terms(batch)
+    loss_sum, normalizer, grads, metrics = micro_terms(batch, scale=True)
   else:
     micro_batches = _split_microbatches(batch, num_microbatches)
     shapes = jax.eval_shape(micro_terms, jax.tree.map(lambda x: x[0], micro_batches))
@@ -76,19 +83,26 @@ def loss_and_grads(params, model_config, loss_fn, batch, num_microbatches=1):
       return (loss_sum, normalizer, grads, metrics), None
 
     (loss_sum, normalizer, grads, metrics), _ = jax.lax.scan(body, zeros, micro_batches)
-  denominator = jnp.maximum(normalizer, 1e-9)
-  grads = jax.tree.map(lambda g: g / denominator, grads)
+    grads = jax.tree.map(lambda g: g / _denominator(normalizer), grads)
   metrics = _finish_metrics(metrics)
   metrics["normalizer"] = normalizer
-  return loss_sum / denominator, grads, metrics
+  return loss_sum / _denominator(normalizer), grads, metrics
+
+
+def _denominator(normalizer):
+  return jnp.maximum(normalizer, 1e-9)
 
 
 def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAIN_RULES,
-                    num_microbatches=1, learning_rate_schedule=None, donate=True):
+                    num_microbatches=1, learning_rate_schedule=None, donate=True,
+                    platform_tuning=True):
   """Builds step(state, batch) -> (new state, metrics), jitted and sharded on mesh.
 
   Args:
-    model_config: the ModelConfig of state["params"].
+    model_config: the ModelConfig of state["params"]. The step compiles
+      platform_tuning.tuned(model_config, the mesh's platform): on CPU, blockwise attention
+      in 128-long blocks and unrolled layers where the config leaves those fields at their
+      defaults (train/platform_tuning.py).
     loss_fn: loss(params, model_config, batch) -> (loss_sum, normalizer, metrics), e.g.
       rsft.loss or functools.partial(grpo.loss, grpo_config=...).
     optimizer: the optax transformation the state was created with.
@@ -96,6 +110,8 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
     num_microbatches: gradient accumulation steps per call.
     learning_rate_schedule: if given, metrics["learning_rate"] is its value at this step.
     donate: reuse the input state's buffers for the output state.
+    platform_tuning: compile the platform's choices (see model_config);
+      False compiles model_config as given.
   Returns:
     step(state, batch); batch is a dict of [B, T] numpy or jax arrays (train/batch.py).
     metrics: "loss", "grad_norm" (before clipping), "normalizer", the loss's own metrics.
@@ -103,10 +119,12 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
   mesh_lib.validate_model(model_config, mesh, rules)
   state_shardings = train_state.shardings(model_config, optimizer, mesh, rules)
   batch_sharding = mesh_lib.batch_sharding(mesh, rules)
+  compiled_config = (tuning_lib.tuned(model_config, mesh.devices.flat[0].platform)
+                     if platform_tuning else model_config)
 
   def step(state, batch):
     with rules_lib.activate(mesh, rules):
-      loss, grads, metrics = loss_and_grads(state["params"], model_config, loss_fn, batch,
+      loss, grads, metrics = loss_and_grads(state["params"], compiled_config, loss_fn, batch,
                                             num_microbatches)
       updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
       params = optax.apply_updates(state["params"], updates)
