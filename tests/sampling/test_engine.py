@@ -1,12 +1,14 @@
 """The engine: continuous batching, shared prefill, compilation counts, weight updates, errors."""
 import threading
 import time
+import types
 
 import pytest
 
 from tests.sampling import reference
 from tests.sampling import tiny_model
 from whale_jax.sampling import Sampler
+from whale_jax.sampling import engine as engine_lib
 from whale_jax.sampling import SamplingParams
 
 CONFIG = tiny_model.CONFIG
@@ -43,6 +45,35 @@ def test_short_requests_pass_a_long_one_through_freed_slots(params):
   assert metrics["completed_requests"] == 5
   assert metrics["generated_tokens"] == 60 + 4 * 4
   assert 0.5 < metrics["slot_occupancy"] <= 1.0
+
+
+def test_calls_shorten_while_requests_arrive_and_grow_back(params):
+  """Requests arriving during a decode call halve the next call's steps, down to
+  MIN_STEPS_PER_CALL; a call with no arrivals doubles them, up to steps_per_call. A wrapper
+  around the decode program submits a one-token request during each of the first three
+  calls, as clients between tool calls do; the long request's tokens stay the reference's."""
+  long_prompt = [11, 12, 13]
+  expected = reference.greedy(params, CONFIG, long_prompt, 60)
+  steps_seen, arrivals = [], [True, True, True]
+  with Sampler(CONFIG, params, max_slots=8, steps_per_call=16) as sampler:
+    programs = sampler._functions
+    others = []
+
+    def decode(*args):
+      steps_seen.append(int(args[4]))  # (params, layers, slots, cancel, num_steps, stop_early)
+      if arrivals and arrivals.pop(0):
+        others.append(sampler.submit([30 + len(others)], GREEDY.replace(max_tokens=1),
+                                     request_key=len(others) + 1))
+      return programs.decode(*args)
+
+    sampler._functions = types.SimpleNamespace(**{**vars(programs), "decode": decode})
+    tokens = sampler.submit(long_prompt, GREEDY.replace(max_tokens=60)).result()[0].token_ids
+    for future in others:
+      assert len(future.result()[0].token_ids) == 1
+  assert tokens == expected
+  assert engine_lib.MIN_STEPS_PER_CALL == 4
+  assert steps_seen[:6] == [16, 8, 4, 4, 8, 16], steps_seen
+  assert set(steps_seen[6:]) <= {16}, steps_seen
 
 
 def test_batch_shrinks_when_few_samples_remain_and_results_hold(params):

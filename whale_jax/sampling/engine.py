@@ -11,7 +11,10 @@ Any number of threads call submit(); requests queue up. The engine thread loops:
   1. admit queued requests (first come, first served) into free slots, growing the slot batch
      if needed: one prefill per prompt, copied into its n slots;
   2. run one jitted decode call of up to steps_per_call steps over all slots; while requests
-     wait for a slot, the call returns as soon as any sample finishes;
+     wait for a slot, the call returns as soon as any sample finishes; while requests keep
+     arriving during calls (agent episodes between tool calls), calls get shorter (halved per
+     call down to MIN_STEPS_PER_CALL) so that newcomers start sooner, and grow back to
+     steps_per_call when none arrive;
   3. hand finished samples back (stop strings are checked here, on the host) and free slots.
 Free slots are refilled between decode calls (continuous batching), so a long generation never
 holds short ones hostage; the slot batch shrinks again when few samples remain.
@@ -69,6 +72,9 @@ from whale_jax.sampling import slots as slots_lib
 from whale_jax.sampling import warmup
 
 MAX_DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
+# Fewest steps of a decode call while requests arrive during calls (the call length adapts:
+# Engine._iterate). Below ~4, the host's work between calls outweighs the steps at small sizes.
+MIN_STEPS_PER_CALL = 4
 
 
 def _on_device(params):
@@ -95,7 +101,8 @@ class Engine:
       shards).
     min_slots: fewest slots in a batch, rounded up to a power of two and to at least the
       mesh's batch shards.
-    steps_per_call: most decode steps per device call.
+    steps_per_call: most decode steps per device call (fewer while requests arrive during
+      calls, down to MIN_STEPS_PER_CALL).
     max_cache_length: longest prompt + max_tokens accepted (default
       config.max_position_embeddings).
     max_prefill_tokens: most (padded) tokens in one prefill call.
@@ -170,6 +177,9 @@ class Engine:
     self.min_slots, self.max_slots = buckets.slot_bounds(engine_config.min_slots, max_slots,
                                                          batch_shards)
     self.steps_per_call = engine_config.steps_per_call
+    # Steps of the next decode call: halved (to MIN_STEPS_PER_CALL) after a call during which
+    # requests arrived, doubled back (to steps_per_call) after one without.
+    self._steps = self.steps_per_call
     self.max_cache_length = max_cache_length or config.max_position_embeddings
     self.grid = buckets.Grid.build(engine_config.batch_sizes, engine_config.cache_lengths,
                                    self.min_slots, self.max_slots, self.max_cache_length,
@@ -192,6 +202,7 @@ class Engine:
     self._lock = threading.Lock()
     self._wakeup = threading.Condition(self._lock)
     self._queue = collections.deque()
+    self._arrivals = 0  # requests submitted so far
     self._thread = None
     self._closed = False
     self._slots = None
@@ -273,6 +284,7 @@ class Engine:
       if self._closed:
         raise RuntimeError("The sampler engine is closed; create a new Sampler.")
       self._queue.extend(built)
+      self._arrivals += len(built)
       if self._thread is None:
         self._start_thread()
       self._wakeup.notify()
@@ -483,12 +495,16 @@ class Engine:
     cancel[sorted(self._to_cancel)] = True
     self._to_cancel.clear()
     with self._lock:
-      waiting = bool(self._queue)
+      waiting, arrivals = bool(self._queue), self._arrivals
     self._slots, tokens, logprobs = self._call(
         self._functions.decode, params, layers, self._slots, cancel,
-        np.int32(self.steps_per_call), np.bool_(waiting))
+        np.int32(self._steps), np.bool_(waiting))
     waited = time.perf_counter()
     tokens, logprobs = jax.device_get((tokens, logprobs))
+    with self._lock:
+      arrived = self._arrivals != arrivals
+    self._steps = (max(self._steps // 2, min(MIN_STEPS_PER_CALL, self.steps_per_call)) if arrived
+                   else min(self._steps * 2, self.steps_per_call))
     with self._lock:  # the device's share of the round (async prefill work included)
       self._metrics["device_wait_seconds"] += time.perf_counter() - waited
     finished = []
