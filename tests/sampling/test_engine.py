@@ -3,10 +3,12 @@ import threading
 import time
 import types
 
+import numpy as np
 import pytest
 
 from tests.sampling import reference
 from tests.sampling import tiny_model
+from whale_jax.sampling import decode as decode_lib
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import engine as engine_lib
 from whale_jax.sampling import SamplingParams
@@ -74,6 +76,39 @@ def test_calls_shorten_while_requests_arrive_and_grow_back(params):
   assert engine_lib.MIN_STEPS_PER_CALL == 4
   assert steps_seen[:6] == [16, 8, 4, 4, 8, 16], steps_seen
   assert set(steps_seen[6:]) <= {16}, steps_seen
+
+
+@pytest.mark.parametrize("prefix_cache_bytes", [None, 0])
+def test_requests_arriving_during_a_prefill_join_the_first_decode_call(params,
+                                                                       prefix_cache_bytes):
+  """A request submitted while the first one's prefill runs (a wrapper around the prefill
+  program submits it, as an agent episode returning from its tool call a moment after
+  another does) is admitted before the decode call: the first call generates in both slots.
+  Without it the second would wait a whole call (12 steps) for a slot batch of one; each
+  request's tokens stay the reference's."""
+  prompts = [[11, 12, 13], [21, 22]]
+  expected = [reference.greedy(params, CONFIG, prompt, 12) for prompt in prompts]
+  rows_per_call, second = [], []
+  with Sampler(CONFIG, params, max_slots=8, steps_per_call=16,
+               prefix_cache_bytes=prefix_cache_bytes) as sampler:
+    programs = sampler._functions
+    name = "prefill" if prefix_cache_bytes == 0 else "prefill_prefix"
+
+    def prefill(*args):
+      if not second:
+        second.append(sampler.submit(prompts[1], GREEDY, request_key=1))
+      return getattr(programs, name)(*args)
+
+    def decode(*args):
+      slots, tokens, logprobs = programs.decode(*args)
+      rows_per_call.append(int((np.asarray(tokens) != decode_lib.NO_TOKEN).any(1).sum()))
+      return slots, tokens, logprobs
+
+    sampler._functions = types.SimpleNamespace(**{**vars(programs), name: prefill,
+                                                  "decode": decode})
+    first = sampler.submit(prompts[0], GREEDY).result()[0].token_ids
+    assert [first, second[0].result()[0].token_ids] == expected
+  assert rows_per_call == [2], rows_per_call
 
 
 def test_batch_shrinks_when_few_samples_remain_and_results_hold(params):

@@ -75,6 +75,9 @@ MAX_DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
 # Fewest steps of a decode call while requests arrive during calls (the call length adapts:
 # Engine._iterate). Below ~4, the host's work between calls outweighs the steps at small sizes.
 MIN_STEPS_PER_CALL = 4
+# Most admission rounds (each a prefill) before a decode call: requests that arrive while one
+# round's prefill runs join the next round instead of waiting for the decode call.
+MAX_ADMISSION_ROUNDS = 4
 
 
 def _on_device(params):
@@ -488,6 +491,7 @@ class Engine:
     self._fit_slots(active, new_samples)
     if admitted:
       self._admit(params, admitted)
+      self._admit_arrivals(params, admitted)
     batch_size = len(self._slot_samples)
     batch_layout = self.layout.for_batch(self.config, batch_size)
     layers = self._prepared_layers(params, batch_layout)
@@ -517,6 +521,27 @@ class Engine:
         self._metrics["prefix_cache_pool_blocks"] = self._index.pool_blocks
         self._metrics["prefix_cache_evictions"] = self._index.evictions
     return completed
+
+  def _admit_arrivals(self, params, admitted):
+    """Admits the requests that arrived while the last admission's prefill ran, before the
+    decode call (at most MAX_ADMISSION_ROUNDS - 1 more rounds, so decoding never waits long).
+
+    Agent episodes return from their tool calls at about the same time: the first one wakes
+    the idle engine alone, and without this the rest would wait for its decode call (or a
+    straggler for theirs), a turn behind from then on. Waiting for the prefill costs nothing
+    (the decode call would queue behind it). Adds each round's requests to admitted (the
+    requests _fail_in_flight fails should a call fail).
+    """
+    for _ in range(MAX_ADMISSION_ROUNDS - 1):
+      jax.block_until_ready(self._slots)
+      with self._lock:
+        arrivals = self._take_admissible()
+      if not arrivals:
+        return
+      admitted.extend(arrivals)
+      self._fit_slots([sample for sample in self._slot_samples if sample is not None],
+                      [sample for request in arrivals for sample in request.samples])
+      self._admit(params, arrivals)
 
   def _prepared_layers(self, params, batch_layout):
     """decode_step.split_layers(params), made once per params version and weight layout
