@@ -111,6 +111,38 @@ def test_requests_arriving_during_a_prefill_join_the_first_decode_call(params,
   assert rows_per_call == [2], rows_per_call
 
 
+def test_an_empty_engine_starts_fresh_slots_instead_of_relaying_empty_ones(params):
+  """After eight samples finish (slot batch 8), a lone request gets new slots of its own
+  shape (one init call), not copies of eight empty slots down through 4, 2 and 1 (three
+  relayout calls); with a sample active, shrinking still relays it. Counted by wrappers
+  around the programs; tokens stay the reference's."""
+  calls = []
+  with Sampler(CONFIG, params, max_slots=8, steps_per_call=STEPS) as sampler:
+    programs = sampler._functions
+
+    def counted(name):
+      def call(*args):
+        calls.append(name)
+        return getattr(programs, name)(*args)
+      return call
+
+    sampler._functions = types.SimpleNamespace(
+        **{**vars(programs), "init": counted("init"), "relayout": counted("relayout")})
+    sampler.generate([[20 + i] for i in range(8)], GREEDY)
+    del calls[:]
+    lone = sampler.submit([11, 12, 13], GREEDY).result()[0].token_ids
+    assert calls == ["init"], calls
+    # One long sample with seven short ones: once they finish, the batch shrinks by relayout.
+    del calls[:]
+    futures = sampler.submit_many([([5, 6], GREEDY.replace(max_tokens=40), 0)] +
+                                  [([30 + i], GREEDY.replace(max_tokens=2), i + 1)
+                                   for i in range(7)])
+    long = futures[0].result()[0].token_ids
+  assert lone == reference.greedy(params, CONFIG, [11, 12, 13], 12)
+  assert long == reference.greedy(params, CONFIG, [5, 6], 40)
+  assert "relayout" in calls, calls
+
+
 def test_batch_shrinks_when_few_samples_remain_and_results_hold(params):
   """One 40-token request and seven 3-token ones, admitted together into 8 slots: the short
   ones finish in the first decode call (8 steps). Without shrinking, the long one's other 4

@@ -586,8 +586,7 @@ class Engine:
         min(s.final_cache_length, s.cache_length + self.steps_per_call)
         for s in active + new_samples))
     if self._slots is None:
-      self._slots = self._call(self._functions.init, wanted_batch, wanted_length)
-      self._slot_samples = [None] * wanted_batch
+      self._new_slots(wanted_batch, wanted_length)
       return
     old_batch = len(self._slot_samples)
     old_length = slots_lib.cache_length(self._slots, self.layout)
@@ -595,11 +594,22 @@ class Engine:
                                   4 * wanted_batch <= old_batch) else old_batch
     cache_length = wanted_length if (wanted_length > old_length or
                                      2 * wanted_length <= old_length) else old_length
+    if not active and (batch_size, cache_length) != (old_batch, old_length):
+      # Nothing to keep (a new turn of agent episodes after the last one finished): fresh
+      # slots of the new shape instead of copies of empty ones through every bucket between.
+      self._new_slots(batch_size, cache_length)
+      return
     # One bucket at a time (batch first, then cache length), so that only neighbouring
     # shapes are ever relaid: a set warm_up() can compile ahead.
     for step_batch, step_length in self.grid.relayout_path(
         (old_batch, old_length), (batch_size, cache_length)):
       self._relayout(active, step_batch, step_length)
+
+  def _new_slots(self, batch_size, cache_length):
+    self._slots = None  # the old buffers go before the new ones are made
+    self._slots = self._call(self._functions.init, batch_size, cache_length)
+    self._slot_samples = [None] * batch_size
+    self._to_cancel.clear()  # cancelled slots hold no active sample
 
   def _relayout(self, active, batch_size, cache_length):
     old_batch = len(self._slot_samples)
