@@ -9,7 +9,8 @@ slots.
 
 Any number of threads call submit(); requests queue up. The engine thread loops:
   1. admit queued requests (first come, first served) into free slots, growing the slot batch
-     if needed: one prefill per prompt, copied into its n slots;
+     if needed: one prefill per prompt, copied into its n slots; requests that arrive while
+     that prefill runs are admitted the same way before the decode call (_admit_arrivals);
   2. run one jitted decode call of up to steps_per_call steps over all slots; while requests
      wait for a slot, the call returns as soon as any sample finishes; while requests keep
      arriving during calls (agent episodes between tool calls), calls get shorter (halved per
