@@ -111,6 +111,52 @@ def test_requests_arriving_during_a_prefill_join_the_first_decode_call(params,
   assert rows_per_call == [2], rows_per_call
 
 
+def test_an_idle_engine_waits_for_the_rest_of_a_burst_like_the_last_one(params):
+  """Four agent episodes come back from their tool calls tens of milliseconds apart, turn
+  after turn. Turn 1: the first request wakes the idle engine and is prefilled alone (the
+  wrapper makes a prefill take 0.6 s, as a large model's does; the other three join before
+  the decode call). The engine remembers that burst (4 requests over ~0.12 s), so in turn 2
+  it waits for all four and prefills them in one call; without the wait that call has one
+  row again. A lone request after that waits at most the bound (BURST_SPAN_FACTOR x the last
+  burst's span, BURST_WAIT_FRACTION x its first round), and the next lone one not at all.
+  Tokens stay the reference's."""
+  prompts = [[11 + i, 12, 13] for i in range(4)]
+  expected = [reference.greedy(params, CONFIG, prompt, 12) for prompt in prompts]
+  prefill_rows = []  # per prefill call: rows with something to compute
+  with Sampler(CONFIG, params, max_slots=8, steps_per_call=16,
+               prefix_cache_bytes=0) as sampler:
+    programs = sampler._functions
+
+    def prefill(weights, tokens, lengths):
+      prefill_rows.append(int((np.asarray(lengths) > 0).sum()))
+      time.sleep(0.6)
+      return programs.prefill(weights, tokens, lengths)
+
+    sampler._functions = types.SimpleNamespace(**{**vars(programs), "prefill": prefill})
+    turns = []
+    for spacing in (0.04, 0.02):
+      del prefill_rows[:]
+      futures = []
+      for key, prompt in enumerate(prompts):
+        futures.append(sampler.submit(prompt, GREEDY, request_key=key))
+        time.sleep(spacing)
+      assert [future.result()[0].token_ids for future in futures] == expected
+      turns.append(list(prefill_rows))
+    size, span, first_round = sampler._last_burst
+    bound = min(engine_lib.BURST_SPAN_FACTOR * span, engine_lib.BURST_WAIT_FRACTION * first_round)
+    waits = []
+    for _ in range(2):
+      before = sampler.metrics()["burst_wait_seconds"]
+      lone = sampler.submit(prompts[0], GREEDY).result()[0].token_ids
+      waits.append(sampler.metrics()["burst_wait_seconds"] - before)
+      assert lone == expected[0]
+  assert turns[0][0] == 1, turns  # the setup: turn 1's first request is prefilled alone
+  assert turns[1] == [4], turns
+  assert size == 4 and span >= 0.06, (size, span)  # turn 2's: 3 spacings of 0.02 s
+  assert 0.0 < waits[0] <= bound + 0.25, (waits, bound)
+  assert waits[1] == 0.0, waits
+
+
 def test_an_empty_engine_starts_fresh_slots_instead_of_relaying_empty_ones(params):
   """After eight samples finish (slot batch 8), a lone request gets new slots of its own
   shape (one init call), not copies of eight empty slots down through 4, 2 and 1 (three

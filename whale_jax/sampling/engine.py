@@ -11,6 +11,8 @@ Any number of threads call submit(); requests queue up. The engine thread loops:
   1. admit queued requests (first come, first served) into free slots, growing the slot batch
      if needed: one prefill per prompt, copied into its n slots; requests that arrive while
      that prefill runs are admitted the same way before the decode call (_admit_arrivals);
+     an idle engine woken by one request first waits briefly for the rest of a burst like
+     the last one (agent episodes back from their tool calls: _await_burst);
   2. run one jitted decode call of up to steps_per_call steps over all slots; while requests
      wait for a slot, the call returns as soon as any sample finishes; while requests keep
      arriving during calls (agent episodes between tool calls), calls get shorter (halved per
@@ -79,6 +81,11 @@ MIN_STEPS_PER_CALL = 4
 # Most admission rounds (each a prefill) before a decode call: requests that arrive while one
 # round's prefill runs join the next round instead of waiting for the decode call.
 MAX_ADMISSION_ROUNDS = 4
+# An idle engine woken by a request waits for the rest of a burst like the last one it was
+# woken by (Engine._await_burst) at most BURST_SPAN_FACTOR times that burst's arrival span,
+# and at most BURST_WAIT_FRACTION of its first admission round's duration.
+BURST_SPAN_FACTOR = 2.0
+BURST_WAIT_FRACTION = 0.5
 
 
 def _on_device(params):
@@ -215,6 +222,9 @@ class Engine:
     self._compilations = collections.Counter()
     self._metrics = collections.Counter()
     self._max_queue_wait_seconds = 0.0
+    # The last burst an idle engine was woken by: (requests admitted before its decode call,
+    # seconds between their first and last submit, seconds of its first admission round).
+    self._last_burst = (0, 0.0, 0.0)
     self._warm_job = None  # (function, Future) for the engine thread: warm_up()
     self.prefix_block_size = prefix_block_size
     block_bytes = prefix_block_size * token_bytes
@@ -319,8 +329,9 @@ class Engine:
     prefill_tokens_saved (prompt positions served from the prefix cache or shared with an
     identical prompt admitted at the same time), completed_requests, decode_calls;
     tokens_per_second (generated tokens per second of engine busy time); slot_occupancy (mean
-    fraction of slots generating per decode step); mean/max queue_wait_seconds (submit to
-    admission); prefix_cache_blocks (cached now), prefix_cache_pool_blocks (pages allocated),
+    fraction of slots generating per decode step); burst_wait_seconds (an idle engine
+    waiting for the rest of a burst of requests: _await_burst); mean/max queue_wait_seconds
+    (submit to admission); prefix_cache_blocks (cached now), prefix_cache_pool_blocks (pages allocated),
     prefix_cache_evictions; compilations (total) and compilations_by_function.
     """
     with self._lock, programs_lib.COUNTER_LOCK:
@@ -343,6 +354,7 @@ class Engine:
         "device_wait_seconds": metrics.get("device_wait_seconds", 0.0),
         "tokens_per_second": metrics.get("generated_tokens", 0) / busy if busy else 0.0,
         "slot_occupancy": metrics.get("generated_tokens", 0) / slot_steps if slot_steps else 0.0,
+        "burst_wait_seconds": metrics.get("burst_wait_seconds", 0.0),
         "mean_queue_wait_seconds": (metrics.get("queue_wait_seconds", 0.0) / admitted
                                     if admitted else 0.0),
         "max_queue_wait_seconds": self._max_queue_wait_seconds,
@@ -444,6 +456,8 @@ class Engine:
       with self._lock:
         if self._closed and not self._queue and not self._has_active():
           return
+        if self._queue and not self._has_active():
+          self._await_burst()
         admitted = self._take_admissible()
         params = self._params
       start = time.perf_counter()
@@ -465,6 +479,33 @@ class Engine:
 
   def _has_active(self):
     return any(sample is not None for sample in self._slot_samples)
+
+  def _await_burst(self):  # with self._lock held
+    """Lets an idle engine, just woken by a request, wait for the rest of a burst like the
+    last one: until as many requests are queued as that burst had, the free slots are
+    full, or BURST_SPAN_FACTOR x its arrival span has passed since the first queued request
+    was submitted (at most BURST_WAIT_FRACTION x its first admission round).
+
+    Agent episodes come back from their tool calls within a fraction of a second of each
+    other, turn after turn. Admitted alone, the first one's prefill runs with one row (the
+    least efficient shape) while the others queue behind it; waiting a little gives one
+    prefill of all rows instead. No wait after a burst of one request, or of requests
+    submitted at once (span 0: generate(), submit_many()); a lone request after a burst
+    waits at most half that burst's first prefill round.
+    """
+    size, span, first_round = self._last_burst
+    if size < 2:
+      return
+    deadline = self._queue[0].submitted_seconds + min(BURST_SPAN_FACTOR * span,
+                                                      BURST_WAIT_FRACTION * first_round)
+    started = time.perf_counter()
+    while (not self._closed and len(self._queue) < size and
+           sum(r.params.n for r in self._queue) < self.max_slots):
+      remaining = deadline - time.perf_counter()
+      if remaining <= 0:
+        break
+      self._wakeup.wait(remaining)
+    self._metrics["burst_wait_seconds"] += time.perf_counter() - started
 
   def _take_admissible(self):
     """Pops queued requests (in order) that fit in the free slots, up to max_slots."""
@@ -491,8 +532,12 @@ class Engine:
       self._indexed_params = params
     self._fit_slots(active, new_samples)
     if admitted:
+      started = time.perf_counter()
       self._admit(params, admitted)
-      self._admit_arrivals(params, admitted)
+      first_round = self._admit_arrivals(params, admitted) - started
+      if not active:  # the burst that woke an idle engine (_await_burst waits for the next)
+        submitted = [request.submitted_seconds for request in admitted]
+        self._last_burst = (len(admitted), max(submitted) - min(submitted), first_round)
     batch_size = len(self._slot_samples)
     batch_layout = self.layout.for_batch(self.config, batch_size)
     layers = self._prepared_layers(params, batch_layout)
@@ -531,18 +576,22 @@ class Engine:
     the idle engine alone, and without this the rest would wait for its decode call (or a
     straggler for theirs), a turn behind from then on. Waiting for the prefill costs nothing
     (the decode call would queue behind it). Adds each round's requests to admitted (the
-    requests _fail_in_flight fails should a call fail).
+    requests _fail_in_flight fails should a call fail). Returns the time.perf_counter() at
+    which the first round's prefill was found done.
     """
+    first_done = None
     for _ in range(MAX_ADMISSION_ROUNDS - 1):
       jax.block_until_ready(self._slots)
+      first_done = first_done or time.perf_counter()
       with self._lock:
         arrivals = self._take_admissible()
       if not arrivals:
-        return
+        break
       admitted.extend(arrivals)
       self._fit_slots([sample for sample in self._slot_samples if sample is not None],
                       [sample for request in arrivals for sample in request.samples])
       self._admit(params, arrivals)
+    return first_done or time.perf_counter()
 
   def _prepared_layers(self, params, batch_layout):
     """decode_step.split_layers(params), made once per params version and weight layout
