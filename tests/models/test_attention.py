@@ -86,6 +86,28 @@ def test_blockwise_against_a_cache_with_offsets():
   np.testing.assert_allclose(actual, expected, atol=1e-5)
 
 
+def test_one_query_block_over_a_long_cache_forward_and_gradient():
+  """A prefill chunk: T <= block queries at offsets over S >> T keys, so the keys stay as stored
+  and only the blocks seen move (keys_stored); forward and gradients against the dense
+  version."""
+  chunk, capacity = BLOCK - 2, 4 * BLOCK + 3
+  rng = np.random.default_rng(4)
+  query = jnp.asarray(rng.normal(size=(BATCH, chunk, NUM_HEADS, HEAD_DIM)), jnp.float32)
+  key, value = (jnp.asarray(rng.normal(size=(BATCH, capacity, NUM_KV_HEADS, HEAD_DIM)),
+                            jnp.float32) for _ in range(2))
+  offsets = jnp.asarray([0, 9, capacity - chunk])  # first block only; across two; the last
+  mask = attention.CausalMask(offsets[:, None] + jnp.arange(chunk)[None], capacity)
+  weights = jnp.asarray(rng.normal(size=query.shape), jnp.float32)
+  dense = lambda q, k, v: attention.attend(q, k, v, mask.dense())
+  blockwise = lambda q, k, v: attention.attend_blockwise(q, k, v, mask, BLOCK)
+  np.testing.assert_allclose(blockwise(query, key, value), dense(query, key, value), atol=1e-5)
+  loss = lambda fn: lambda q, k, v: jnp.sum(fn(q, k, v) * weights)
+  dense_grads = jax.grad(loss(dense), argnums=(0, 1, 2))(query, key, value)
+  blockwise_grads = jax.jit(jax.grad(loss(blockwise), argnums=(0, 1, 2)))(query, key, value)
+  for name, expected, actual in zip(("query", "key", "value"), dense_grads, blockwise_grads):
+    np.testing.assert_allclose(actual, expected, atol=1e-5, err_msg=name)
+
+
 @pytest.mark.parametrize("choice,expected", [("dense", "dense"), ("blockwise", "blockwise"),
                                              ("splash", "blockwise")])
 def test_implementation_choice(choice, expected):

@@ -18,14 +18,15 @@ HYBRID = ModelConfig(
 
 
 def test_cpu_unrolls_and_moves_bits_elsewhere_plain():
-  assert Layout.choose(tiny_model.CONFIG, "cpu") == Layout(unrolled=True, bits=True)
+  assert Layout.choose(tiny_model.CONFIG, "cpu") == Layout(unrolled=True, bits=True,
+                                                           row_loops=True)
   assert Layout.choose(tiny_model.CONFIG, "tpu") == Layout()
   assert Layout.choose(tiny_model.CONFIG, "gpu") == Layout()
-  assert Layout.choose(tiny_model.CONFIG, "cpu", unrolled=False) == Layout(bits=True)
+  assert Layout.choose(tiny_model.CONFIG, "cpu", unrolled=False) == Layout(bits=True, row_loops=True)
 
 
 def test_hybrid_models_keep_the_stacked_cache():
-  assert Layout.choose(HYBRID, "cpu") == Layout(unrolled=False, bits=True)
+  assert Layout.choose(HYBRID, "cpu") == Layout(unrolled=False, bits=True, row_loops=True)
   with pytest.raises(ValueError, match="does not support this model"):
     Layout.choose(HYBRID, "cpu", unrolled=True)
 
@@ -62,5 +63,5 @@ def test_for_batch_sets_only_transposed():
   layout = Layout.choose(tiny_model.CONFIG, "cpu")
   assert layout.for_batch(tiny_model.CONFIG, 1) == layout
   assert layout.for_batch(tiny_model.CONFIG, 8) == Layout(unrolled=True, bits=True,
-                                                          transposed=True)
+                                                          transposed=True, row_loops=True)
   hash(layout.for_batch(tiny_model.CONFIG, 8))  # a static argument of the decode program

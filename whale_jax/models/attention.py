@@ -248,7 +248,9 @@ def causal_attend(config, query, key, value, mask, inference=False):
 # slot are skipped (a loop with a traced trip count), so causal attention does about half the
 # work of the dense version. Inside, the heads lead: query [B, K, G, T, H], key and value
 # [B, K, S, H], so that every block product reads and writes its operands as stored (the
-# layout moves once per call, not once per block pair).
+# layout moves once per call, not once per block pair). With one query block (a prefill chunk
+# over a long cache) each key block is visited at most once: the keys and values stay as
+# stored ([B, S, K, H], keys_stored) and only the blocks seen move, not the whole cache.
 
 
 def _pad_to(x, multiple, axis, value):
@@ -280,13 +282,16 @@ def attend_blockwise(query, key, value, mask, block_size=512):
     key_segments = mask.key_segments.astype(jnp.int32)
   query = query.reshape(batch_size, query_length, num_kv_heads, -1, head_dim)
   query = jnp.einsum("BTKGH->BKGTH", query)
-  key, value = jnp.einsum("BSKH->BKSH", key), jnp.einsum("BSKH->BKSH", value)
-  inputs = (_pad_to(query, query_block, 3, 0), _pad_to(key, key_block, 2, 0),
-            _pad_to(value, key_block, 2, 0),
+  keys_stored = query_length == query_block
+  if not keys_stored:
+    key, value = jnp.einsum("BSKH->BKSH", key), jnp.einsum("BSKH->BKSH", value)
+  key_axis = 1 if keys_stored else 2
+  inputs = (_pad_to(query, query_block, 3, 0), _pad_to(key, key_block, key_axis, 0),
+            _pad_to(value, key_block, key_axis, 0),
             _pad_to(mask.query_index.astype(jnp.int32), query_block, 1, -1),
             _pad_to(key_valid, key_block, 1, False), _pad_to(query_segments, query_block, 1, 0),
             _pad_to(key_segments, key_block, 1, 0))
-  encoded = _blockwise(query_block, key_block, *inputs)[:, :, :, :query_length]
+  encoded = _blockwise(query_block, key_block, keys_stored, *inputs)[:, :, :, :query_length]
   encoded = jnp.einsum("BKGTH->BTKGH", encoded)
   return encoded.reshape(batch_size, query_length, num_heads, head_dim)
 
@@ -326,13 +331,17 @@ def _block_scores(query, key, bias, start):
   return scores + jax.lax.dynamic_slice_in_dim(bias, start, key.shape[2], axis=2)[:, None, None]
 
 
-def _key_slices(key_block, start, *arrays):
-  """The key block at start of each [B, K, S, H] array."""
+def _key_slices(key_block, keys_stored, start, *arrays):
+  """The key block at start of each array as [B, K, bk, H]: of [B, K, S, H] arrays, or of
+  [B, S, K, H] ones (keys_stored) with the block's heads moved ahead."""
+  if keys_stored:
+    return [jnp.einsum("BSKH->BKSH", jax.lax.dynamic_slice_in_dim(x, start, key_block, axis=1))
+            for x in arrays]
   return [jax.lax.dynamic_slice_in_dim(x, start, key_block, axis=2) for x in arrays]
 
 
-def _forward_blocks(query_block, key_block, query, key, value, query_index, key_valid,
-                    query_segments, key_segments):
+def _forward_blocks(query_block, key_block, keys_stored, query, key, value, query_index,
+                    key_valid, query_segments, key_segments):
   """(encoded [B, K, G, T, H], log-normalizer [B, K, G, T] float32) of padded inputs.
 
   Masked scores are NEGATIVE_INFINITY, not skipped: while a query has seen only masked keys
@@ -341,7 +350,7 @@ def _forward_blocks(query_block, key_block, query, key, value, query_index, key_
   key keeps that maximum, and gives zeros (log-normalizer +inf).
   """
   head_dim = query.shape[-1]
-  num_key_blocks = key.shape[2] // key_block
+  num_key_blocks = key_valid.shape[1] // key_block
   query = query * jnp.asarray(head_dim**-0.5, query.dtype)
 
   def one_query_block(inputs):
@@ -353,7 +362,7 @@ def _forward_blocks(query_block, key_block, query, key, value, query_index, key_
     def key_step(j, carry):
       maximum, normalizer, total = carry
       start = j * key_block
-      key_j, value_j = _key_slices(key_block, start, key, value)
+      key_j, value_j = _key_slices(key_block, keys_stored, start, key, value)
       scores = _block_scores(query, key_j, bias, start)
       new_maximum = jnp.maximum(maximum, jnp.max(scores, axis=-1))
       probabilities = jnp.exp(scores - new_maximum[..., None])
@@ -380,24 +389,26 @@ def _forward_blocks(query_block, key_block, query, key, value, query_index, key_
   return _unblocks(encoded, 3), _unblocks(log_normalizer, 3)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _blockwise(query_block, key_block, query, key, value, query_index, key_valid,
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
+def _blockwise(query_block, key_block, keys_stored, query, key, value, query_index, key_valid,
                query_segments, key_segments):
-  return _forward_blocks(query_block, key_block, query, key, value, query_index, key_valid,
-                         query_segments, key_segments)[0]
+  return _forward_blocks(query_block, key_block, keys_stored, query, key, value, query_index,
+                         key_valid, query_segments, key_segments)[0]
 
 
-def _blockwise_forward(query_block, key_block, *inputs):
-  encoded, log_normalizer = _forward_blocks(query_block, key_block, *inputs)
+def _blockwise_forward(query_block, key_block, keys_stored, *inputs):
+  encoded, log_normalizer = _forward_blocks(query_block, key_block, keys_stored, *inputs)
   return encoded, (inputs, encoded, log_normalizer)
 
 
-def _blockwise_backward(query_block, key_block, residuals, encoded_cotangent):
+def _blockwise_backward(query_block, key_block, keys_stored, residuals, encoded_cotangent):
   """The gradients, key block by key block. Every product reads its operands as stored: the
   key and value gradients accumulate transposed ([B, K, H, S]), from the query block's query
   and cotangent transposed once ([B, K, H, G, bq]), so no [bq, bk] block is ever transposed."""
   (query, key, value, query_index, key_valid, query_segments, key_segments), encoded, \
       log_normalizer = residuals
+  if keys_stored:  # one query block: the layout moves once here either way
+    key, value = jnp.einsum("BSKH->BKSH", key), jnp.einsum("BSKH->BKSH", value)
   head_dim = query.shape[-1]
   scale = jnp.asarray(head_dim**-0.5, query.dtype)
   num_key_blocks = key.shape[2] // key_block
@@ -416,7 +427,7 @@ def _blockwise_backward(query_block, key_block, residuals, encoded_cotangent):
     def key_step(j, carry):
       query_grad, key_grad, value_grad = carry
       start = j * key_block
-      key_j, value_j = _key_slices(key_block, start, key, value)
+      key_j, value_j = _key_slices(key_block, False, start, key, value)
       scores = _block_scores(query, key_j, bias, start)
       probabilities = jnp.exp(scores - log_normalizer[..., None])  # 0 where masked
       value_part = jnp.einsum("BKHGT,BKGTS->BKHS", cotangent_transposed,
@@ -445,9 +456,10 @@ def _blockwise_backward(query_block, key_block, residuals, encoded_cotangent):
       _blocks(scaled_query, query_block, 3), _blocks(encoded_cotangent, query_block, 3),
       _blocks(query_index, query_block, 1), _blocks(query_segments, query_block, 1),
       _blocks(log_normalizer, query_block, 3), _blocks(row_terms, query_block, 3)))
+  grad_layout = "BKHS->BSKH" if keys_stored else "BKHS->BKSH"
   return (_unblocks(query_grad, 3).astype(query.dtype),
-          jnp.einsum("BKHS->BKSH", key_grad).astype(key.dtype),
-          jnp.einsum("BKHS->BKSH", value_grad).astype(value.dtype), None, None, None, None)
+          jnp.einsum(grad_layout, key_grad).astype(key.dtype),
+          jnp.einsum(grad_layout, value_grad).astype(value.dtype), None, None, None, None)
 
 
 _blockwise.defvjp(_blockwise_forward, _blockwise_backward)

@@ -170,6 +170,8 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     shape = gathered.shape
     cache[name] = gathered.reshape(shape[0], num_rows, num_pages * shape[3], *shape[4:])
   cache = _prefill_chunks(params, config, tokens, lengths, cache, chunk, layout)
+  if layout.row_loops:
+    return cache, _save_new_blocks(pool, cache, save_pages, config.compute_jnp_dtype)
   saved = {}
   for name in ("key", "value"):
     leaf = cache[name]  # [L, P, S, K, H]
@@ -177,6 +179,34 @@ def prefill_with_prefix(params, config, tokens, lengths, pool, pages, prefix_len
     saved[name] = pool[name].at[:, save_pages.reshape(-1)].set(
         kv_cache.as_bits(blocks.astype(config.compute_jnp_dtype)), mode="drop")
   return cache, saved
+
+
+def _save_new_blocks(pool, cache, save_pages, dtype):
+  """pool with block j of cache row p copied into page save_pages[p, j] (>= N: not).
+
+  A loop over the pages to save, one block of every layer per step: a scatter of all P x S/Z
+  blocks with most of them dropped moves the whole cache (XLA's CPU scatter first transposes
+  every update to put the page axis first: 2.2 s of a 14 s prefill of 16 x 2,048 positions
+  of a ~100M model, docs/benchmarks.md), where the pages saved are a few hundred blocks.
+  """
+  num_pages = save_pages.shape[1]
+  flat = save_pages.reshape(-1)
+  valid = flat < pool["key"].shape[1]
+  (order,) = jnp.nonzero(valid, size=flat.shape[0], fill_value=0)
+  num_layers, _, size, num_kv_heads, head_dim = pool["key"].shape
+
+  def save_one(step, pool):
+    index = order[step]
+    row, block = index // num_pages, index % num_pages
+    new = {}
+    for name in ("key", "value"):
+      kv = jax.lax.dynamic_slice(cache[name], (0, row, block * size, 0, 0),
+                                 (num_layers, 1, size, num_kv_heads, head_dim))
+      new[name] = jax.lax.dynamic_update_slice(pool[name], kv_cache.as_bits(kv.astype(dtype)),
+                                               (0, flat[index], 0, 0, 0))
+    return new
+
+  return jax.lax.fori_loop(0, jnp.sum(valid), save_one, pool)
 
 
 def save_blocks(pool, cache, rows, blocks, pages, layout):
@@ -224,7 +254,15 @@ def insert(slots, prefilled, new, layout):
   length = prefilled["key"].shape[2] if "key" in prefilled else 0
   cache = dict(slots["cache"])
   as_bits = functools.partial(kv_cache.as_bits, enabled=layout.bits)
-  if layout.unrolled:
+  if layout.row_loops:
+    if "key" in prefilled:
+      cache.update(_insert_rows(cache, prefilled, target, rows, layout))
+    for name, leaf in prefilled.items():  # a hybrid model's other state: small
+      if name not in ("length", "key", "value"):
+        cache[name] = kv_cache.from_bits(
+            as_bits(cache[name]).at[:, target].set(as_bits(leaf)[:, rows], mode="drop"),
+            cache[name].dtype)
+  elif layout.unrolled:
     keys, values = decode_step.from_stacked(as_bits(prefilled["key"])[:, rows],
                                             as_bits(prefilled["value"])[:, rows])
     cache["key"] = tuple(
@@ -250,6 +288,39 @@ def insert(slots, prefilled, new, layout):
       slots[name] = slots[name].at[target].set(new[name].astype(slots[name].dtype),
                                                mode="drop")
   return slots
+
+
+def _insert_rows(cache, prefilled, target, rows, layout):
+  """The slot cache's key and value with prefill row rows[m] copied into slot target[m]
+  (>= B: not): a loop over the samples started, one row of every layer per step (its layout
+  moved there, for the unrolled cache), instead of insert's scatters. Those gather every row
+  and move the layout of all of them at once into new buffers, and XLA's CPU scatter then
+  writes element by element: at 16 rows of a ~100M model's 2,048 positions, seconds of fresh
+  temporaries where the loop's copies reuse one row's."""
+  as_bits = functools.partial(kv_cache.as_bits, enabled=layout.bits)
+  keys = cache["key"]
+  batch_size = keys[0].shape[0] if layout.unrolled else keys.shape[1]
+  valid = target < batch_size
+  (order,) = jnp.nonzero(valid, size=target.shape[0], fill_value=0)
+  source = {name: as_bits(prefilled[name]) for name in ("key", "value")}  # [L, P, T, K, H]
+
+  def copy_one(step, stored):
+    entry = order[step]
+    slot = target[entry]
+    key, value = (jax.lax.dynamic_index_in_dim(source[name], rows[entry], axis=1)
+                  for name in ("key", "value"))  # [L, 1, T, K, H]
+    if layout.unrolled:  # per layer [B, K, H, S] keys and [B, K, S, H] values
+      key, value = decode_step.from_stacked(key, value)
+      return {name: tuple(jax.lax.dynamic_update_slice(old, part, (slot, 0, 0, 0))
+                          for old, part in zip(stored[name], parts))
+              for name, parts in (("key", key), ("value", value))}
+    return {name: jax.lax.dynamic_update_slice(stored[name], part, (0, slot, 0, 0, 0))
+            for name, part in (("key", key), ("value", value))}
+
+  stored = {name: jax.tree.map(as_bits, cache[name]) for name in ("key", "value")}
+  stored = jax.lax.fori_loop(0, jnp.sum(valid), copy_one, stored)
+  return {name: jax.tree.map(lambda new, old: kv_cache.from_bits(new, old.dtype),
+                             stored[name], cache[name]) for name in ("key", "value")}
 
 
 def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finish, max_steps):

@@ -13,6 +13,10 @@ the sampler lays its work out differently from TPU and GPU, with the same number
               embedding and layer weights made once per params version (store_weights).
   transposed  the decode step's weights stored [out, in] (for_batch); a choice per slot batch
               size, so for_batch() sets it and the engine's own layout leaves it False.
+  row_loops   move KV between caches in a loop, one prefill row (insert) or cache block
+              (prefill_with_prefix's saves) per step, instead of one scatter over all of them:
+              XLA's CPU scatter moves every update (dropped ones too) through new buffers
+              before writing it element by element.
 The model code has no switch for any of these: it reads the data it is given (stored bits
 through kv_cache.load; decode_step.Weights carry their orientation). The sampling programs
 (decode.py, programs.py) take the Layout and store the data so. Layout() is the plain layout
@@ -33,6 +37,7 @@ class Layout:
   unrolled: bool = False
   bits: bool = False
   transposed: bool = False
+  row_loops: bool = False
 
   @classmethod
   def choose(cls, config, platform, unrolled=None):
@@ -46,7 +51,7 @@ class Layout:
     if unrolled and not decode_step.supports(config):
       raise ValueError(f"unrolled=True: models.decode_step does not support this model "
                        f"(model_type={config.model_type!r}); use unrolled=False.")
-    return cls(unrolled=bool(unrolled), bits=platform == "cpu")
+    return cls(unrolled=bool(unrolled), bits=platform == "cpu", row_loops=platform == "cpu")
 
   def for_batch(self, config, batch_size):
     """This layout with transposed chosen for a decode of batch_size slots.
