@@ -9,15 +9,63 @@ XLA's CPU compiler: blockwise attention in 128-long blocks, whose scores stay in
 caches and whose backward pass saves no [T, S] probabilities (one ~100M layer at 2 x 512 tokens,
 forward + backward on 2 cores: 73 ms, against 132 ms in one 512-long block); and the layer loop
 unrolled, without the loop's stacked residuals and zeroed gradient stacks (~100M at 4 x 128: a
-10% faster step, a compile twice as long). docs/benchmarks.md, "Training throughput".
+10% faster step, a compile twice as long); its temporaries in heaps malloc reuses
+(compiler_options). docs/benchmarks.md, "Training throughput".
 """
 import dataclasses
+
+import jax
+import jax.extend.core as jax_core
+import numpy as np
 
 from whale_jax.models import config as config_lib
 
 TUNING = {
     "cpu": {"attention": "blockwise", "attention_block_size": 128, "unroll_layers": True},
 }
+
+
+# XLA's CPU compiler hands a program its temporaries as one block, which glibc's malloc maps
+# and unmaps at every execution once it is over 32 MiB (the largest size it reuses): the ~3M
+# step's 86 MiB at 4 x 128 cost 22 thousand page faults a step, a fifth of its time. Cut into
+# heaps no larger than the program's largest value (at least HEAP_FLOOR), they come back from
+# malloc's free lists instead (faults ~0-3 thousand; the ~3M 4 x 128 step 0.79-0.87x torch's
+# -> 0.93-0.96x). A program with a value over HEAP_CEILING keeps the one block: its largest
+# values are mapped afresh anyway, and the ~100M step ran no faster in heaps (its temporaries
+# grew from 1.0 to 1.7 GiB). Heaps below the largest value would make XLA warn once per value.
+HEAP_FLOOR, HEAP_CEILING = 1 << 20, 16 << 20
+
+
+def largest_value_bytes(jaxpr) -> int:
+  """Bytes of the largest array any equation of jaxpr (or of a jaxpr inside one) produces.
+
+  An unrolled scan's stacked outputs are left out: XLA compiles them as the steps' own values.
+  """
+  largest = 0
+  for equation in jaxpr.eqns:
+    unrolled = (equation.primitive.name == "scan" and  # jax writes unroll=True as the length
+                int(equation.params["unroll"]) >= equation.params["length"])
+    for var in () if unrolled else equation.outvars:  # an unrolled loop's stacks are its steps'
+      aval = var.aval
+      if hasattr(aval, "shape") and hasattr(aval, "dtype"):
+        largest = max(largest, int(np.prod(aval.shape)) * np.dtype(aval.dtype).itemsize)
+    for inner in jax_core.jaxprs_in_params(equation.params):
+      largest = max(largest, largest_value_bytes(inner))
+  return largest
+
+
+def compiler_options(platform: str, closed_jaxpr) -> dict:
+  """The XLA options to compile closed_jaxpr (the traced step) with on platform.
+
+  On CPU, the temporaries in heaps (above); none while JAX's persistent compilation cache is
+  on: XLA-CPU serializes only a program whose temporaries are one block.
+  """
+  if platform != "cpu" or jax.config.jax_compilation_cache_dir:
+    return {}
+  largest = largest_value_bytes(closed_jaxpr.jaxpr)
+  if largest > HEAP_CEILING:
+    return {}
+  return {"xla_multiheap_size_constraint_per_heap": max(HEAP_FLOOR, largest)}
 
 
 def tuned(model_config: config_lib.ModelConfig, platform: str) -> config_lib.ModelConfig:

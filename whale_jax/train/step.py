@@ -110,8 +110,10 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
     num_microbatches: gradient accumulation steps per call.
     learning_rate_schedule: if given, metrics["learning_rate"] is its value at this step.
     donate: reuse the input state's buffers for the output state.
-    platform_tuning: compile the platform's choices (see model_config);
-      False compiles model_config as given.
+    platform_tuning: compile the platform's choices (see model_config) with the platform's
+      XLA options for each new set of shapes (platform_tuning.compiler_options: on CPU, the
+      temporaries in heaps malloc can reuse); False compiles model_config as given, with
+      XLA's defaults.
   Returns:
     step(state, batch); batch is a dict of [B, T] numpy or jax arrays (train/batch.py).
     metrics: "loss", "grad_norm" (before clipping), "normalizer", the loss's own metrics.
@@ -119,8 +121,9 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
   mesh_lib.validate_model(model_config, mesh, rules)
   state_shardings = train_state.shardings(model_config, optimizer, mesh, rules)
   batch_sharding = mesh_lib.batch_sharding(mesh, rules)
-  compiled_config = (tuning_lib.tuned(model_config, mesh.devices.flat[0].platform)
-                     if platform_tuning else model_config)
+  platform = mesh.devices.flat[0].platform
+  compiled_config = (tuning_lib.tuned(model_config, platform) if platform_tuning
+                     else model_config)
 
   def step(state, batch):
     with rules_lib.activate(mesh, rules):
@@ -139,6 +142,19 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
                    donate_argnums=(0,) if donate else ())
 
   multi_process = mesh_lib.spans_processes(mesh)
+  compiled_steps = {}  # (state, batch) structure and shapes -> (XLA options, compiled step)
+
+  def run(state, batch):
+    """jitted(state, batch), compiled with the platform's XLA options for these shapes."""
+    if not platform_tuning:
+      return jitted(state, batch)
+    leaves, structure = jax.tree.flatten((state, batch))
+    key = structure, tuple((np.shape(leaf), np.result_type(leaf)) for leaf in leaves)
+    if key not in compiled_steps:
+      traced = jitted.trace(state, batch)
+      options = tuning_lib.compiler_options(platform, traced.jaxpr)
+      compiled_steps[key] = options, traced.lower().compile(compiler_options=options)
+    return compiled_steps[key][1](state, batch)
 
   def checked_step(state, batch):
     batch_size, _ = batch_lib.validate(batch)
@@ -149,7 +165,8 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
       batch = {name: value if isinstance(value, jax.Array) else jax.make_array_from_callback(
           value.shape, batch_sharding, lambda index, value=value: value[index])
                for name, value in batch.items()}
-    return jitted(state, batch)
+    return run(state, batch)
 
   checked_step.jitted = jitted
+  checked_step.compiled_steps = compiled_steps
   return checked_step
