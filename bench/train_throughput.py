@@ -33,7 +33,7 @@ steps, the two alternating step by step; each timed step also records the proces
 during it (sampled every 10 ms) above its RSS before it. Rows longer than 1024 tokens use
 remat="full" in both (dense attention's saved [N, T, T] probabilities of every layer would
 not fit this machine's memory otherwise). It prints the load average beside the ratios. On CPU
-the train step compiles blockwise attention in the platform's 128-long blocks
+the train step compiles blockwise attention in the platform's 256-long blocks
 (train/platform_tuning.py); the table in docs/benchmarks.md predates that (512).
 """
 import argparse

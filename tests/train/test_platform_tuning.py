@@ -22,7 +22,7 @@ CONFIG = config_lib.ModelConfig(vocab_size=11, num_layers=2, embed_dim=8, mlp_di
 def test_cpu_tuning_replaces_the_defaults():
   tuned = platform_tuning.tuned(CONFIG, "cpu")
   assert (tuned.attention, tuned.attention_block_size, tuned.unroll_layers) == (
-      "blockwise", 128, True)
+      "blockwise", 256, True)
   assert tuned.replace(attention="auto", attention_block_size=512,
                        unroll_layers=False) == CONFIG  # nothing else changed
 

@@ -139,13 +139,14 @@ def test_microbatching_normalizes_over_the_global_batch(num_microbatches):
 
 
 def test_cpu_tuned_step_equals_the_step_as_configured():
-  """On CPU the step compiles blockwise attention in 128-long blocks and unrolled layers
-  (train/platform_tuning.py); rows of 160 tokens in two segments span two key blocks. As
-  configured (auto attention, one 512 block) the step runs dense attention in a layer scan."""
+  """On CPU the step compiles blockwise attention in 256-long blocks and unrolled layers
+  (train/platform_tuning.py); rows of 300 tokens in two segments (the second crossing the
+  block boundary) span two key blocks. As configured (auto attention, one 512 block) the step
+  runs dense attention in a layer scan."""
   rng = np.random.default_rng(5)
-  rows, length = 2, 160
-  segment_ids = np.where(np.arange(length) < 70, 1, 2)[None].repeat(rows, 0).astype(np.int32)
-  positions = np.where(segment_ids == 1, np.arange(length), np.arange(length) - 70)
+  rows, length = 2, 300
+  segment_ids = np.where(np.arange(length) < 170, 1, 2)[None].repeat(rows, 0).astype(np.int32)
+  positions = np.where(segment_ids == 1, np.arange(length), np.arange(length) - 170)
   loss_mask = (rng.uniform(size=(rows, length)) < 0.7).astype(np.float32)
   batch = {"tokens": rng.integers(1, MODEL.vocab_size, (rows, length)).astype(np.int32),
            "positions": positions.astype(np.int32), "segment_ids": segment_ids,

@@ -5,9 +5,10 @@ these are ModelConfig fields any config may set (attention, attention_block_size
 unroll_layers); a platform's choice replaces only a field left at its default, so a value the
 user set is kept.
 
-XLA's CPU compiler: blockwise attention in 128-long blocks, whose scores stay in the cores'
-caches and whose backward pass saves no [T, S] probabilities (one ~100M layer at 2 x 512 tokens,
-forward + backward on 2 cores: 73 ms, against 132 ms in one 512-long block); and the layer loop
+XLA's CPU compiler: blockwise attention in 256-long blocks, whose backward pass saves no
+[T, S] probabilities (train steps on 2 cores, 256 against 128 and 512-long blocks: ~3M at
+2 x 512 tokens 175 / 202 / 191 ms, at 1 x 2,048 639-760 / 932 / 794 ms; ~100M at 2 x 512
+4.25 / 4.49 s, at 1 x 2,048 9.6 / 11.7 s); and the layer loop
 unrolled, without the loop's stacked residuals and zeroed gradient stacks (~100M at 4 x 128: a
 10% faster step, a compile twice as long); its temporaries in heaps malloc reuses
 (compiler_options). docs/benchmarks.md, "Training throughput".
@@ -21,7 +22,7 @@ import numpy as np
 from whale_jax.models import config as config_lib
 
 TUNING = {
-    "cpu": {"attention": "blockwise", "attention_block_size": 128, "unroll_layers": True},
+    "cpu": {"attention": "blockwise", "attention_block_size": 256, "unroll_layers": True},
 }
 
 

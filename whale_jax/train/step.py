@@ -101,7 +101,7 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
   Args:
     model_config: the ModelConfig of state["params"]. The step compiles
       platform_tuning.tuned(model_config, the mesh's platform): on CPU, blockwise attention
-      in 128-long blocks and unrolled layers where the config leaves those fields at their
+      in 256-long blocks and unrolled layers where the config leaves those fields at their
       defaults (train/platform_tuning.py).
     loss_fn: loss(params, model_config, batch) -> (loss_sum, normalizer, metrics), e.g.
       rsft.loss or functools.partial(grpo.loss, grpo_config=...).
