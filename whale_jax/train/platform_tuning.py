@@ -30,8 +30,8 @@ TUNING = {
 # and unmaps at every execution once it is over 32 MiB (the largest size it reuses): the ~3M
 # step's 86 MiB at 4 x 128 cost 22 thousand page faults a step, a fifth of its time. Cut into
 # heaps no larger than the program's largest value (at least HEAP_FLOOR), they come back from
-# malloc's free lists instead (faults ~0-3 thousand; the ~3M 4 x 128 step 0.79-0.87x torch's
-# -> 0.93-0.96x). A program with a value over HEAP_CEILING keeps the one block: its largest
+# malloc's free lists instead (faults ~0-3 thousand; the ~3M 4 x 128 step 0.79-0.88x torch's
+# -> 0.90-0.96x). A program with a value over HEAP_CEILING keeps the one block: its largest
 # values are mapped afresh anyway, and the ~100M step ran no faster in heaps (its temporaries
 # grew from 1.0 to 1.7 GiB). Heaps below the largest value would make XLA warn once per value.
 HEAP_FLOOR, HEAP_CEILING = 1 << 20, 16 << 20
@@ -55,13 +55,16 @@ def largest_value_bytes(jaxpr) -> int:
   return largest
 
 
+COMPILER_OPTION_PLATFORMS = ("cpu",)  # where compiler_options can return options
+
+
 def compiler_options(platform: str, closed_jaxpr) -> dict:
   """The XLA options to compile closed_jaxpr (the traced step) with on platform.
 
   On CPU, the temporaries in heaps (above); none while JAX's persistent compilation cache is
   on: XLA-CPU serializes only a program whose temporaries are one block.
   """
-  if platform != "cpu" or jax.config.jax_compilation_cache_dir:
+  if platform not in COMPILER_OPTION_PLATFORMS or jax.config.jax_compilation_cache_dir:
     return {}
   largest = largest_value_bytes(closed_jaxpr.jaxpr)
   if largest > HEAP_CEILING:

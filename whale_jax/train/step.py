@@ -146,7 +146,7 @@ def make_train_step(model_config, loss_fn, optimizer, mesh, rules=rules_lib.TRAI
 
   def run(state, batch):
     """jitted(state, batch), compiled with the platform's XLA options for these shapes."""
-    if not platform_tuning:
+    if not (platform_tuning and platform in tuning_lib.COMPILER_OPTION_PLATFORMS):
       return jitted(state, batch)
     leaves, structure = jax.tree.flatten((state, batch))
     key = structure, tuple((np.shape(leaf), np.result_type(leaf)) for leaf in leaves)
