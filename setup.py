@@ -43,8 +43,11 @@ setuptools.setup(
         # torch is only the reference for parity tests; torch==2.13.0 is the CPU wheel.
         # The server tests run whale_jax.serve and talk to it with the openai client and httpx.
         # selenium drives headless Chromium in the run report's browser test (slow).
-        # pytest-xdist runs the test files on every core (pytest.ini).
-        "test": ["pytest", "pytest-xdist", "torch==2.13.0", "fastapi", "uvicorn", "openai",
+        # pytest-xdist runs the test files on every core (pytest.ini); pytest below 9 because
+        # xdist 3.8's --dist loadgroup marks a test's group by rewriting item._nodeid, which
+        # pytest 9 no longer reads: each file's tests would spread over the workers, building
+        # its module fixtures (tests/serve's server: ~1 min) once per worker.
+        "test": ["pytest>=8.4,<9", "pytest-xdist", "torch==2.13.0", "fastapi", "uvicorn", "openai",
                  "httpx", "pypdf", "selenium"],
         # python -m whale_jax.serve: an OpenAI-compatible HTTP server over the engine.
         "serve": ["fastapi", "uvicorn"],

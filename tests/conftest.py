@@ -37,13 +37,12 @@ def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
   """Under pytest-xdist (`--dist loadgroup`, pytest.ini), each test file runs on one worker, so
   a module fixture (a compiled sampler, a sandbox, a tokenizer) is built once, and the files
-  that share tests/serve's one served model run on one worker, which starts it once."""
-  del config
-  for item in items:
-    path = item.nodeid.split("::", 1)[0]
-    group = "tests/serve" if path.startswith("tests/serve/") else path
-    item.add_marker(pytest.mark.xdist_group(group))
+  that share tests/serve's one served model run on one worker, which starts it once. The mark
+  goes on as each test is collected: xdist reads it in its own collection_modifyitems hook,
+  which may run before this file's."""
+  path = item.nodeid.split("::", 1)[0]
+  item.add_marker(pytest.mark.xdist_group("tests/serve" if path.startswith("tests/serve/")
+                                          else path))
