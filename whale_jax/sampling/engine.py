@@ -220,6 +220,7 @@ class Engine:
     self._slot_samples = []
     self._to_cancel = set()
     self._compilations = collections.Counter()
+    self._decode_calls_by_batch = collections.Counter()  # slot batch size -> calls
     self._metrics = collections.Counter()
     self._max_queue_wait_seconds = 0.0
     # The last burst an idle engine was woken by: (requests admitted before its decode call,
@@ -327,7 +328,8 @@ class Engine:
     results: the device's share, queued prefills included; the rest is host work and
     compilation); generated_tokens, prefill_tokens (prompt positions computed),
     prefill_tokens_saved (prompt positions served from the prefix cache or shared with an
-    identical prompt admitted at the same time), completed_requests, decode_calls;
+    identical prompt admitted at the same time), completed_requests, decode_calls and
+    decode_calls_by_batch_size (slot batch size -> calls);
     tokens_per_second (generated tokens per second of engine busy time); slot_occupancy (mean
     fraction of slots generating per decode step); burst_wait_seconds (an idle engine
     waiting for the rest of a burst of requests: _await_burst); mean/max queue_wait_seconds
@@ -337,6 +339,7 @@ class Engine:
     with self._lock, programs_lib.COUNTER_LOCK:
       metrics = dict(self._metrics)
       compilations = dict(self._compilations)
+      decode_calls_by_batch = dict(sorted(self._decode_calls_by_batch.items()))
       queued = len(self._queue)
     busy = metrics.get("busy_seconds", 0.0)
     admitted = metrics.get("admitted_requests", 0)
@@ -350,6 +353,7 @@ class Engine:
         "prefix_cache_evictions": metrics.get("prefix_cache_evictions", 0),
         "completed_requests": metrics.get("completed_requests", 0),
         "decode_calls": metrics.get("decode_calls", 0),
+        "decode_calls_by_batch_size": decode_calls_by_batch,
         "busy_seconds": busy,
         "device_wait_seconds": metrics.get("device_wait_seconds", 0.0),
         "tokens_per_second": metrics.get("generated_tokens", 0) / busy if busy else 0.0,
@@ -807,6 +811,7 @@ class Engine:
       self._metrics["generated_tokens"] += generated
       self._metrics["slot_steps"] += steps * len(self._slot_samples)
       self._metrics["decode_calls"] += 1
+      self._decode_calls_by_batch[len(self._slot_samples)] += 1
       self._metrics["completed_requests"] += len(completed)
     return completed
 
