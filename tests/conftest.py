@@ -41,8 +41,19 @@ def pytest_itemcollected(item):
   """Under pytest-xdist (`--dist loadgroup`, pytest.ini), each test file runs on one worker, so
   a module fixture (a compiled sampler, a sandbox, a tokenizer) is built once, and the files
   that share tests/serve's one served model run on one worker, which starts it once. The mark
-  goes on as each test is collected: xdist reads it in its own collection_modifyitems hook,
-  which may run before this file's."""
+  goes on as each test is collected, before any collection_modifyitems hook (xdist reads it
+  in its own)."""
   path = item.nodeid.split("::", 1)[0]
   item.add_marker(pytest.mark.xdist_group("tests/serve" if path.startswith("tests/serve/")
                                           else path))
+
+
+def pytest_xdist_node_collection_finished(node, ids):
+  """Under --dist loadgroup every test id a worker collected must carry its group
+  ("...@group"): xdist schedules by that suffix, and with a pytest whose ids it cannot rewrite
+  (9.x with xdist 3.8) each file would spread over the workers silently."""
+  ungrouped = [nodeid for nodeid in ids if "@" not in nodeid]
+  if node.config.getvalue("dist") == "loadgroup" and ungrouped:
+    raise pytest.UsageError(
+        f"pytest-xdist did not group {ungrouped[0]} (pytest {pytest.__version__}): install "
+        "the test extra's pytest (setup.py: pytest>=8.4,<9) or run with -n 0.")
