@@ -8,8 +8,11 @@ r"""Training throughput: whale_jax's train step beside transformers + torch, sam
 For each model a random Qwen3 checkpoint is written with transformers and loaded into
 whale_jax with hf.load_hf, so both frameworks train the very same weights on the very same
 batch with the same loss (token-mean NLL over the loss mask), AdamW and gradient clipping.
-Steps alternate between the two frameworks so that load from other processes hits both
-alike; each reports the median over repeats.
+By default each framework is timed in fresh processes of its own (--rounds of them per
+framework, in A B B A order so that a drift in the machine's speed hits both alike), as either
+is used; each reports the median over all its timed steps. --isolation=steps times both in one
+process, their steps alternating: each then also pays for the other's threads and memory
+(bench_model says how).
 
 MFU = model FLOPs per second / peak FLOPs per second. Model FLOPs per token follow the PaLM
 convention, 6 * (matmul parameters, the output projection included) + 12 * L * N * H * T
@@ -40,6 +43,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -301,7 +306,11 @@ def bench_attention(names, lengths, batch_sizes, repeats, dtype="float32", repor
   return results
 
 
-def bench_model(name, batch_size, seq_len, repeats, peak_flops, dtype="float32"):
+FRAMEWORKS = ("whale_jax", "torch")
+
+
+def build_steps(name, batch_size, seq_len, dtype="float32", frameworks=FRAMEWORKS):
+  """(whale_jax model config, {framework: step}) on the same random Qwen3 weights and batch."""
   hf_config = transformers.Qwen3Config(**MODELS[name], tie_word_embeddings=True,
                                        max_position_embeddings=4096, rms_norm_eps=1e-6)
   torch.manual_seed(0)
@@ -311,9 +320,16 @@ def bench_model(name, batch_size, seq_len, repeats, peak_flops, dtype="float32")
     config, params = hf.load_hf(directory, dtype="float32", compute_dtype=dtype)
   model.train()
   batch = make_batch(config.vocab_size, batch_size, seq_len, prompt_len=seq_len // 8)
-  steps = {"whale_jax": jax_step_fn(config, params, batch),
-           "torch": torch_step_fn(model, batch, dtype)}
-  first_loss = {framework: step() for framework, step in steps.items()}  # compile, warm up
+  makers = {"whale_jax": lambda: jax_step_fn(config, params, batch),
+            "torch": lambda: torch_step_fn(model, batch, dtype)}
+  return config, {framework: makers[framework]() for framework in frameworks}
+
+
+def time_steps(steps, repeats):
+  """Two warm-up steps each (the first compiles), then repeats timed steps each, alternating
+  which goes first: (first-step loss, (wall, CPU) seconds of each timed step, 1-minute load
+  averages), each {framework: ...} but the loads."""
+  first_loss = {framework: step() for framework, step in steps.items()}
   for step in steps.values():  # a second warm-up step: the first ran the compile
     step()
   times = {framework: [] for framework in steps}
@@ -323,11 +339,60 @@ def bench_model(name, batch_size, seq_len, repeats, peak_flops, dtype="float32")
     for framework in order:
       times[framework].append(timed(steps[framework]))
     loads.append(os.getloadavg()[0])
+  return first_loss, times, loads
+
+
+def run_worker(framework, name, batch_size, seq_len, repeats, dtype, rounds=1):
+  """One framework's timed steps in a fresh python process of this script: (first-step loss,
+  [(wall, CPU) seconds], load averages). Several rounds reuse the process's compiled step."""
+  with tempfile.TemporaryDirectory() as directory:
+    output = os.path.join(directory, "worker.json")
+    subprocess.run([sys.executable, os.path.abspath(__file__), f"--worker={framework}",
+                    f"--models={name}", f"--shapes={batch_size}x{seq_len}",
+                    f"--repeats={repeats}", f"--dtype={dtype}", f"--output={output}"],
+                   check=True)
+    with open(output) as f:
+      result = json.load(f)
+  return result["first_loss"], [tuple(t) for t in result["times"]], result["loads"]
+
+
+def worker_main(framework, name, batch_size, seq_len, repeats, dtype, output):
+  """--worker: time one framework alone in this process, results as JSON at output."""
+  _, steps = build_steps(name, batch_size, seq_len, dtype, frameworks=(framework,))
+  first_loss, times, loads = time_steps(steps, repeats)
+  with open(output, "w") as f:
+    json.dump({"first_loss": first_loss[framework], "times": times[framework], "loads": loads}, f)
+
+
+def bench_model(name, batch_size, seq_len, repeats, peak_flops, dtype="float32",
+                isolation="process", rounds=2):
+  """One row: whale_jax's and torch's train steps on the same weights and batch.
+
+  isolation="process": each framework in fresh processes of its own, one after the other,
+  rounds of them in A B B A order (so a drift in the machine's speed hits both alike), each
+  process timing repeats steps; the medians are over all of a framework's steps. This is how
+  either is used: one framework in a process. isolation="steps": both in this process, their
+  steps alternating; each then also pays for the other's threads and memory (torch's OpenMP
+  workers spin-wait on the cores after each of its parallel regions; XLA's big temporaries are
+  handed back to the OS between its steps), so the ratio measures the pair as much as either."""
+  if isolation == "steps":
+    config, steps = build_steps(name, batch_size, seq_len, dtype)
+    first_loss, times, loads = time_steps(steps, repeats)
+  else:
+    config, _ = build_steps(name, batch_size, seq_len, dtype, frameworks=())
+    first_loss, times, loads = {}, {framework: [] for framework in FRAMEWORKS}, []
+    for round_ in range(rounds):
+      for framework in FRAMEWORKS if round_ % 2 == 0 else FRAMEWORKS[::-1]:
+        loss, framework_times, framework_loads = run_worker(
+            framework, name, batch_size, seq_len, repeats, dtype)
+        first_loss.setdefault(framework, loss)
+        times[framework] += framework_times
+        loads += framework_loads
   tokens_per_step = batch_size * seq_len
   flops_per_step = model_flops_per_token(config, seq_len) * tokens_per_step
   result = {"model": name, "params": config.num_params(), "batch_size": batch_size,
-            "seq_len": seq_len, "compute_dtype": dtype, "first_loss": first_loss,
-            "load_average_1min": loads}
+            "seq_len": seq_len, "compute_dtype": dtype, "isolation": isolation,
+            "first_loss": first_loss, "load_average_1min": loads}
   for framework, framework_times in times.items():
     seconds = statistics.median(t[0] for t in framework_times)
     cpu_seconds = statistics.median(t[1] for t in framework_times)
@@ -359,6 +424,14 @@ def main():
                       help="compute dtype (parameters and optimizer stay float32); the peak is "
                       "measured with matmuls in this dtype")
   parser.add_argument("--output", default=None, help="also write the results as JSON here")
+  parser.add_argument("--isolation", default="process", choices=("process", "steps"),
+                      help="process: each framework timed in fresh processes of its own, "
+                      "--rounds of them in A B B A order; steps: both in this process, their "
+                      "steps alternating (see bench_model)")
+  parser.add_argument("--rounds", type=int, default=2,
+                      help="with --isolation=process: processes per framework and row, each "
+                      "timing --repeats steps")
+  parser.add_argument("--worker", default=None, choices=FRAMEWORKS, help=argparse.SUPPRESS)
   parser.add_argument("--attention", action="store_true",
                       help="blockwise vs dense attention in whale_jax only (model: base)")
   parser.add_argument("--attention_lengths", default="512,4096")
@@ -402,6 +475,12 @@ def main():
     if len(batch_sizes) != len(names):
       parser.error("--batch_sizes must give one size per model of --models (or one for all).")
     rows = [(name, batch_size, args.seq_len) for name, batch_size in zip(names, batch_sizes)]
+  if args.rounds < 1:
+    parser.error(f"--rounds={args.rounds} must be at least 1.")
+  if args.worker:
+    (name, batch_size, seq_len), = rows
+    worker_main(args.worker, name, batch_size, seq_len, args.repeats, args.dtype, args.output)
+    return
 
   print(f"jax {jax.__version__} on {jax.devices()[0].platform}, torch {torch.__version__} "
         f"with {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
@@ -413,7 +492,8 @@ def main():
       + f" -> peak {peak[0] / 1e9:.1f} / {peak[1] / 1e9:.1f} GFLOP")
   results = []
   for name, batch_size, seq_len in rows:
-    result = bench_model(name, batch_size, seq_len, args.repeats, peak, args.dtype)
+    result = bench_model(name, batch_size, seq_len, args.repeats, peak, args.dtype,
+                         args.isolation, args.rounds)
     results.append(result)
     print(f"{name}: {result['params'] / 1e6:.1f}M params, batch {batch_size} x {seq_len}, "
           f"first-step loss jax {result['first_loss']['whale_jax']:.5f} / torch "
@@ -427,8 +507,11 @@ def main():
     print(f"  ratio whale_jax / torch: tokens/s {result['ratio']:.2f}, "
           f"tokens per CPU-second {result['cpu_ratio']:.2f}; load average "
           f"{', '.join(f'{load:.1f}' for load in result['load_average_1min'])}", flush=True)
-  print(f"\nmedians of {args.repeats} steps each, steps alternating; ratio = whale_jax / torch "
-        "tokens/s (higher is better for whale_jax)")
+  how = (f"each framework in {args.rounds} fresh processes of its own (A B B A), "
+         f"{args.repeats} timed steps in each" if args.isolation == "process" else
+         f"both in one process, {args.repeats} timed steps each, alternating")
+  print(f"\nmedians over all timed steps; {how}; ratio = whale_jax / torch tokens/s (higher is "
+        "better for whale_jax)")
   print("| model | batch x length | whale_jax s/step | torch s/step | ratio (wall) "
         "| ratio (CPU time) | load average (1 min) |")
   print("|---|---|---|---|---|---|---|")
