@@ -1,4 +1,7 @@
 """Layout.choose: the XLA-CPU choices on CPU only, decode_step where it supports the model."""
+import os
+import subprocess
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,6 +10,7 @@ import pytest
 from tests.sampling import tiny_model
 from whale_jax.models import ModelConfig
 from whale_jax.models import decoder
+from whale_jax.sampling import layout as layout_lib
 from whale_jax.sampling.layout import Layout
 
 HYBRID = ModelConfig(
@@ -17,7 +21,13 @@ HYBRID = ModelConfig(
     linear_value_head_dim=6, linear_conv_width=4, rms_norm_eps=1e-2)
 
 
-def test_cpu_unrolls_and_moves_bits_elsewhere_plain():
+@pytest.fixture
+def intel(monkeypatch):
+  """Layout.choose as on an Intel CPU, whatever this machine's is."""
+  monkeypatch.setattr(layout_lib, "cpu_vendor", lambda: "GenuineIntel")
+
+
+def test_cpu_unrolls_and_moves_bits_elsewhere_plain(intel):
   assert Layout.choose(tiny_model.CONFIG, "cpu") == Layout(unrolled=True, bits=True,
                                                            row_loops=True)
   assert Layout.choose(tiny_model.CONFIG, "tpu") == Layout()
@@ -25,7 +35,26 @@ def test_cpu_unrolls_and_moves_bits_elsewhere_plain():
   assert Layout.choose(tiny_model.CONFIG, "cpu", unrolled=False) == Layout(bits=True, row_loops=True)
 
 
-def test_hybrid_models_keep_the_stacked_cache():
+def test_float32_weights_stay_in_out_on_amd_cpus_only(monkeypatch):
+  monkeypatch.setattr(layout_lib, "cpu_vendor", lambda: "AuthenticAMD")
+  assert Layout.choose(tiny_model.CONFIG, "cpu") == Layout(
+      unrolled=True, bits=True, row_loops=True, transposed_float32=False)
+  assert Layout.choose(tiny_model.CONFIG, "tpu") == Layout()
+  monkeypatch.setattr(layout_lib, "cpu_vendor", lambda: "")  # unknown: as measured on Intel
+  assert Layout.choose(tiny_model.CONFIG, "cpu").transposed_float32
+
+
+def test_cpu_vendor_reads_proc_cpuinfo():
+  """The vendor_id line of /proc/cpuinfo, read here by grep."""
+  if not os.path.exists("/proc/cpuinfo"):
+    assert layout_lib.cpu_vendor() == ""
+    return
+  line = subprocess.run(["grep", "-m1", "^vendor_id", "/proc/cpuinfo"], capture_output=True,
+                        text=True, check=False).stdout
+  assert layout_lib.cpu_vendor() == line.partition(":")[2].strip()
+
+
+def test_hybrid_models_keep_the_stacked_cache(intel):
   assert Layout.choose(HYBRID, "cpu") == Layout(unrolled=False, bits=True, row_loops=True)
   with pytest.raises(ValueError, match="does not support this model"):
     Layout.choose(HYBRID, "cpu", unrolled=True)
@@ -57,7 +86,7 @@ def test_store_weights_keeps_every_value_and_stores_16_bit_floats_as_bits():
   assert Layout(bits=True).store_weights(float32, tiny_model.CONFIG) is float32
 
 
-def test_for_batch_sets_only_transposed():
+def test_for_batch_sets_only_transposed(intel):
   """[out, in] for batches of several rows, [in, out] for one row, in both dtypes
   (docs/benchmarks.md has the measurements behind it)."""
   layout = Layout.choose(tiny_model.CONFIG, "cpu")
@@ -65,3 +94,12 @@ def test_for_batch_sets_only_transposed():
   assert layout.for_batch(tiny_model.CONFIG, 8) == Layout(unrolled=True, bits=True,
                                                           transposed=True, row_loops=True)
   hash(layout.for_batch(tiny_model.CONFIG, 8))  # a static argument of the decode program
+
+
+def test_for_batch_without_transposed_float32_transposes_16_bit_weights_only():
+  layout = Layout(unrolled=True, transposed_float32=False)
+  bfloat16 = tiny_model.CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
+  assert not layout.for_batch(tiny_model.CONFIG, 8).transposed
+  assert not layout.for_batch(tiny_model.CONFIG, 1).transposed
+  assert layout.for_batch(bfloat16, 8).transposed
+  assert not layout.for_batch(bfloat16, 1).transposed

@@ -12,7 +12,9 @@ the sampler lays its work out differently from TPU and GPU, with the same number
               prefill fills, and, for plain decoders with 16-bit weights, a copy of the
               embedding and layer weights made once per params version (store_weights).
   transposed  the decode step's weights stored [out, in] (for_batch); a choice per slot batch
-              size, so for_batch() sets it and the engine's own layout leaves it False.
+              size and compute dtype, so for_batch() sets it and the engine's own layout
+              leaves it False. Which orientation XLA's CPU matmul library reads fastest
+              depends on the CPU as well (transposed_float32, picked by choose()).
   row_loops   move KV between caches in a loop, one prefill row (insert) or cache block
               (prefill_with_prefix's saves) per step, instead of one scatter over all of them:
               XLA's CPU scatter moves every update (dropped ones too) through new buffers
@@ -23,6 +25,7 @@ through kv_cache.load; decode_step.Weights carry their orientation). The samplin
 of TPU and GPU (and of aot's programs).
 """
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +41,14 @@ class Layout:
   bits: bool = False
   transposed: bool = False
   row_loops: bool = False
+  transposed_float32: bool = True
+
+  # transposed_float32: whether a float32 decode of several rows stores its weights [out, in]
+  # (for_batch). On an Intel Xeon with AMX, [out, in] contracted on the right was up to 1.7x
+  # faster at batch 32 (~100M shapes); on an AMD EPYC (Zen 4), [in, out] was faster at every
+  # size and batch measured (generate at batch 32: ~3M 1.08-1.17x, ~100M 1.05-1.20x; batch 8:
+  # ~3M 1.02-1.28x, ~100M 1.28x). docs/benchmarks.md, "Sampler throughput". A choice read
+  # from the CPU, never timed at run time: the same machine always runs the same programs.
 
   @classmethod
   def choose(cls, config, platform, unrolled=None):
@@ -51,21 +62,25 @@ class Layout:
     if unrolled and not decode_step.supports(config):
       raise ValueError(f"unrolled=True: models.decode_step does not support this model "
                        f"(model_type={config.model_type!r}); use unrolled=False.")
-    return cls(unrolled=bool(unrolled), bits=platform == "cpu", row_loops=platform == "cpu")
+    cpu = platform == "cpu"
+    return cls(unrolled=bool(unrolled), bits=cpu, row_loops=cpu,
+               transposed_float32=not (cpu and cpu_vendor() == "AuthenticAMD"))
 
   def for_batch(self, config, batch_size):
     """This layout with transposed chosen for a decode of batch_size slots.
 
-    Read by the unrolled decode (decode_step.Weights.transposed): [out, in] for more than one row, [in, out] for one, in
-    both dtypes. Every product takes its inputs in the compute dtype and accumulates in
-    float32 (products.matmul). A matrix-vector product (one row) reads [in, out] fastest.
-    With a few rows [out, in] is faster in either dtype: in float32 contracted on the right
-    (up to 1.7x at batch 32, ~100M shapes), in 16-bit floats as the left side of the product,
-    which XLA's matmul library (AMX where the CPU has it) reads without preparing a copy of
-    the weights at every call (1.7-2x at batch 8-64; docs/benchmarks.md).
+    Read by the unrolled decode (decode_step.Weights.transposed): [out, in] for more than one
+    row (in float32 only where transposed_float32), [in, out] for one. Every product takes its
+    inputs in the compute dtype and accumulates in float32 (products.matmul). A
+    matrix-vector product (one row) reads [in, out] fastest. With a few rows, 16-bit floats
+    are faster [out, in], as the left side of the product, which XLA's matmul library (AMX
+    where the CPU has it) reads without preparing a copy of the weights at every call (1.7-2x
+    at batch 8-64; docs/benchmarks.md); float32 contracts [out, in] on the right where
+    transposed_float32 (see there).
     """
-    del config  # the same choice for both dtypes; products.matmul writes each its way
-    return dataclasses.replace(self, transposed=batch_size > 1)
+    float32 = jnp.dtype(config.compute_jnp_dtype).itemsize == 4
+    return dataclasses.replace(
+        self, transposed=batch_size > 1 and (self.transposed_float32 or not float32))
 
   def stores_bits(self, config):
     """Whether the programs keep 16-bit floats as their bits (store_weights, the prefill
@@ -100,3 +115,17 @@ class Layout:
     dtype = config.compute_jnp_dtype
     return dict(cache, key=kv_cache.from_bits(cache["key"], dtype),
                 value=kv_cache.from_bits(cache["value"], dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_vendor():
+  """This machine's CPU vendor as Linux names it (/proc/cpuinfo's vendor_id, e.g.
+  "GenuineIntel", "AuthenticAMD"); "" where it cannot be read."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("vendor_id"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return ""
