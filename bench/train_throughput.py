@@ -342,9 +342,9 @@ def time_steps(steps, repeats):
   return first_loss, times, loads
 
 
-def run_worker(framework, name, batch_size, seq_len, repeats, dtype, rounds=1):
+def run_worker(framework, name, batch_size, seq_len, repeats, dtype):
   """One framework's timed steps in a fresh python process of this script: (first-step loss,
-  [(wall, CPU) seconds], load averages). Several rounds reuse the process's compiled step."""
+  [(wall, CPU) seconds], load averages)."""
   with tempfile.TemporaryDirectory() as directory:
     output = os.path.join(directory, "worker.json")
     subprocess.run([sys.executable, os.path.abspath(__file__), f"--worker={framework}",
