@@ -12,9 +12,9 @@ For the sampler benchmark's settings (bench/sampler_throughput.py: random Qwen3 
   products     a jitted loop of new_tokens - 1 steps that does only the decode step's weight
                products, at the batch size: for every layer x @ qkv (query, key and value in
                one matrix), output, gate_up (gate and up), down, then the unembedding, in the
-               layout the sampler uses
-               (decode_step.split_layers in Layout.for_batch's orientation, as the
-               engine picks it; inputs in the compute dtype, float32 accumulation), with the
+               form the sampler uses (decode_step.split_layers in Layout.for_batch's
+               orientation, as the engine picks it, W @ h where the step runs in columns;
+               inputs in the compute dtype, float32 accumulation), with the
                same shapes and no attention, norms, sampling or cache writes
 and reports the bound  new_tokens x batch / (prefill + products): the rate whale_jax would
 reach if its decode steps cost only their weight products, with prefill as it is. A
@@ -71,16 +71,26 @@ def _median_seconds(function):
   return statistics.median(times)
 
 
-def products_loop(config, split, batch_size, num_steps, transposed):
+def products_loop(config, split, batch_size, num_steps, transposed, columns):
   """A jitted function running num_steps steps of the decode step's weight products only.
 
-  Each product's input is a fixed random [B, in] array (an argument: a constant of ones would
-  let XLA rewrite the product) scaled by the mean of the previous product's whole output, so
-  every product depends on the one before and none can be cut short.
+  Each product's input is a fixed random [B, in] array ([in, B] in columns: decode_step's
+  step in columns multiplies W @ h) (an argument: a constant of ones would let XLA rewrite
+  the product) scaled by the mean of the previous product's whole output, so every product
+  depends on the one before and none can be cut short.
   """
   widths = {split["layers"][0][name].shape[1 if transposed else 0] for name in _PROJECTIONS}
   widths.add(config.embed_dim)
   dtype = config.compute_jnp_dtype
+  batch_axis = 1 if columns else 0
+
+  def product(inputs, weight, out_dtype=None):
+    if columns:
+      return products.left(weight, inputs, out_dtype)
+    return products.matmul(inputs, weight, transposed, out_dtype)
+
+  def mean(out):  # [B, 1] or [1, B]
+    return jnp.mean(out.astype(jnp.float32), axis=1 - batch_axis, keepdims=True)
 
   @jax.jit
   def run(weights, bases, scale):
@@ -91,11 +101,10 @@ def products_loop(config, split, batch_size, num_steps, transposed):
         for name in _PROJECTIONS:
           weight = layer[name]
           inputs = (bases[weight.shape[1 if transposed else 0]] * scale).astype(dtype)
-          out = products.matmul(inputs, weight, transposed)
-          scale = 1.0 + 1e-3 * jnp.mean(out.astype(jnp.float32), axis=1, keepdims=True)
-      logits = products.matmul((bases[config.embed_dim] * scale).astype(dtype), unembedding,
-                               transposed, out_dtype=jnp.float32)
-      return 1.0 + 1e-3 * jnp.mean(logits.astype(jnp.float32), axis=1, keepdims=True)
+          scale = 1.0 + 1e-3 * mean(product(inputs, weight))
+      logits = product((bases[config.embed_dim] * scale).astype(dtype), unembedding,
+                       out_dtype=jnp.float32)
+      return 1.0 + 1e-3 * mean(logits)
 
     return jax.lax.fori_loop(0, num_steps, step, scale)
 
@@ -104,9 +113,10 @@ def products_loop(config, split, batch_size, num_steps, transposed):
   # 17 ms a step as constants against 27 ms as arguments).
   weights = (split["layers"], split["unembedding"])
   keys = jax.random.split(jax.random.key(0), len(widths))
-  bases = {width: jax.random.normal(key, (batch_size, width))
+  bases = {width: jax.random.normal(key, (width, batch_size) if columns else (batch_size, width))
            for key, width in zip(keys, sorted(widths))}
-  return lambda: run(weights, bases, jnp.ones((batch_size, 1), jnp.float32)).block_until_ready()
+  scale = jnp.ones((1, batch_size) if columns else (batch_size, 1), jnp.float32)
+  return lambda: run(weights, bases, scale).block_until_ready()
 
 
 def measure(name):
@@ -125,18 +135,21 @@ def measure(name):
                                 seed=0, ignore_eos=True)
       seconds[label] = _median_seconds(
           lambda s=sampling: sampler.generate(fresh_prompts(), s))
-  transposed = Layout.choose(config, "cpu").for_batch(config, FLAGS.batch_size).transposed
-  split = decode_step.split_layers(params, config, transposed)  # as the engine makes it
-  split = {"layers": split.layers, "unembedding": split.unembedding}
+  layout = Layout.choose(config, "cpu").for_batch(config, FLAGS.batch_size)
+  weights = decode_step.split_layers(params, config, layout.transposed,
+                                     layout.columns)  # as the engine makes them
+  transposed = weights.transposed
+  columns = decode_step.in_columns(config, FLAGS.batch_size, weights)
+  split = {"layers": weights.layers, "unembedding": weights.unembedding}
   if split["unembedding"] is None:  # the params' own layout: the tied embedding [V, D]
     split["unembedding"] = params["embedding"]
   seconds["products"] = _median_seconds(products_loop(
-      config, split, FLAGS.batch_size, FLAGS.new_tokens - 1, transposed))
+      config, split, FLAGS.batch_size, FLAGS.new_tokens - 1, transposed, columns))
   tokens = FLAGS.batch_size * FLAGS.new_tokens
   decode_steps = FLAGS.new_tokens - 1
   return dict(
       model=name, batch_size=FLAGS.batch_size, prompt_length=FLAGS.prompt_length,
-      new_tokens=FLAGS.new_tokens, dtype=FLAGS.dtype, transposed=transposed,
+      new_tokens=FLAGS.new_tokens, dtype=FLAGS.dtype, transposed=transposed, columns=columns,
       generate_seconds=round(seconds["generate"], 3),
       prefill_seconds=round(seconds["prefill"], 3),
       decode_ms_per_step=round((seconds["generate"] - seconds["prefill"]) / decode_steps * 1e3,

@@ -31,13 +31,16 @@ def _forward(params, config, tokens):
 
 
 NUM_STEPS = 4
+# (transposed, columns) of split_layers: [in, out] rows; [out, in] contracted on the right
+# (16-bit even batches: on the left, in columns); [out, in] on the left, in columns.
+FORMS = ((False, False), (True, False), (True, True))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _ragged_run(config, low, reference_params, params, tokens, prompt_lengths):
   """One program per case (compiling is most of the time): the float32 full forward pass
   over reference_params, the same pass in low's dtype over params, and from one prefill
-  NUM_STEPS steps in each layout, each step also run with vocab_major=True."""
+  NUM_STEPS steps in each weight form (FORMS), each step also run with vocab_major=True."""
   batch = tokens.shape[0]
   prefill = jnp.where(jnp.arange(LENGTH)[None] < prompt_lengths[:, None], tokens, 0)
   stacked = kv_cache.init(low, batch, LENGTH)
@@ -51,8 +54,8 @@ def _ragged_run(config, low, reference_params, params, tokens, prompt_lengths):
   positions = prompt_lengths + jnp.arange(NUM_STEPS)[:, None]  # [steps, B]
   inputs = tokens[jnp.arange(batch), positions]  # [steps, B]
   runs = {}
-  for transposed in (False, True):
-    layers = decode_step.split_layers(params, low, transposed)
+  for form in FORMS:
+    layers = decode_step.split_layers(params, low, *form)
     if low.compute_dtype == "bfloat16" and config.tie_embeddings:  # stored as bits: the sampler
       layers = dataclasses.replace(layers, embedding=kv_cache.as_bits(params["embedding"]))
 
@@ -62,7 +65,7 @@ def _ragged_run(config, low, reference_params, params, tokens, prompt_lengths):
       logits, cache = decode_step.step(params, layers, low, token, cache, None)
       return cache, (logits, columns)
 
-    runs[transposed] = jax.lax.scan(one_step, cache, inputs)
+    runs[form] = jax.lax.scan(one_step, cache, inputs)
   full = decoder.forward(reference_params, config, tokens)
   # bfloat16's own gap: the full forward pass over the same weights in bfloat16
   rounded = decoder.forward(params, low, tokens).astype(jnp.float32)
@@ -77,7 +80,8 @@ def test_ragged_steps_equal_full_forward(prompt_lengths, tied, dtype):
   layouts, with a tied or separate unembedding (split_layers copies it into the layout or
   leaves it to the params). The reference is the float32 full forward pass over the same
   weights (rounded to dtype); in bfloat16 the step's activations and KV round to 8 bits.
-  An even batch in bfloat16 and [out, in] runs the step on columns (products.left)."""
+  An even batch in bfloat16 and [out, in] runs the step on columns (products.left), as
+  float32 does with columns=True at any batch size."""
   config = CONFIG.replace(tie_embeddings=tied)
   reference_params = _params(config)
   if dtype != "float32":
@@ -94,18 +98,26 @@ def test_ragged_steps_equal_full_forward(prompt_lengths, tied, dtype):
   expected = np.asarray(full)[np.arange(batch), positions]
   dtype_gaps = np.max(np.abs(np.asarray(rounded)[np.arange(batch), positions] - expected),
                       axis=(1, 2))
-  for transposed in (False, True):
-    layers = jax.eval_shape(lambda p, t=transposed: decode_step.split_layers(p, low, t), params)
+  for form in FORMS:
+    transposed, in_columns = form
+    layers = jax.eval_shape(lambda p, f=form: decode_step.split_layers(p, low, *f), params)
     assert (layers.unembedding is None) == (tied == transposed)
-    assert layers.transposed == transposed
-    cache, (logits, columns) = runs[transposed]
+    assert (layers.transposed, layers.columns) == form
+    assert decode_step.in_columns(low, batch, layers) == (
+        transposed and (in_columns if dtype == "float32" else batch % 2 == 0))
+    cache, (logits, columns) = runs[form]
     np.testing.assert_array_equal(np.swapaxes(np.asarray(columns), 1, 2), logits)
     gaps = np.max(np.abs(np.asarray(logits, np.float32) - expected), axis=(1, 2))
     if dtype == "float32":  # measured at most 3.5e-6
-      assert max(gaps) <= 1e-5, (transposed, max(gaps))
+      assert max(gaps) <= 1e-5, (form, max(gaps))
     else:  # bfloat16 rounding, not the step, sets the gap: measured 0.83x the forward pass's
-      assert max(gaps) <= 2 * max(dtype_gaps), (transposed, max(gaps), max(dtype_gaps))
+      assert max(gaps) <= 2 * max(dtype_gaps), (form, max(gaps), max(dtype_gaps))
     np.testing.assert_array_equal(cache["length"], prompt_lengths + NUM_STEPS)
+
+
+def test_columns_need_transposed_weights():
+  with pytest.raises(ValueError, match="columns=True.*transposed=True"):
+    decode_step.split_layers(_params(CONFIG), CONFIG, transposed=False, columns=True)
 
 
 def test_rows_that_do_not_advance_keep_their_length_and_later_match():

@@ -35,13 +35,13 @@ def test_cpu_unrolls_and_moves_bits_elsewhere_plain(intel):
   assert Layout.choose(tiny_model.CONFIG, "cpu", unrolled=False) == Layout(bits=True, row_loops=True)
 
 
-def test_float32_weights_stay_in_out_on_amd_cpus_only(monkeypatch):
+def test_float32_decodes_in_columns_on_amd_cpus_only(monkeypatch):
   monkeypatch.setattr(layout_lib, "cpu_vendor", lambda: "AuthenticAMD")
   assert Layout.choose(tiny_model.CONFIG, "cpu") == Layout(
-      unrolled=True, bits=True, row_loops=True, transposed_float32=False)
+      unrolled=True, bits=True, row_loops=True, float32_columns=True)
   assert Layout.choose(tiny_model.CONFIG, "tpu") == Layout()
   monkeypatch.setattr(layout_lib, "cpu_vendor", lambda: "")  # unknown: as measured on Intel
-  assert Layout.choose(tiny_model.CONFIG, "cpu").transposed_float32
+  assert not Layout.choose(tiny_model.CONFIG, "cpu").float32_columns
 
 
 def test_cpu_vendor_reads_proc_cpuinfo():
@@ -96,10 +96,15 @@ def test_for_batch_sets_only_transposed(intel):
   hash(layout.for_batch(tiny_model.CONFIG, 8))  # a static argument of the decode program
 
 
-def test_for_batch_without_transposed_float32_transposes_16_bit_weights_only():
-  layout = Layout(unrolled=True, transposed_float32=False)
+def test_for_batch_with_float32_columns_puts_float32_batches_in_columns():
+  """columns: float32 decodes of several rows only (16-bit ones go in columns by
+  decode_step.in_columns' own rule, at even batch sizes)."""
+  layout = Layout(unrolled=True, float32_columns=True)
   bfloat16 = tiny_model.CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
-  assert not layout.for_batch(tiny_model.CONFIG, 8).transposed
-  assert not layout.for_batch(tiny_model.CONFIG, 1).transposed
-  assert layout.for_batch(bfloat16, 8).transposed
-  assert not layout.for_batch(bfloat16, 1).transposed
+  for batch_size in (2, 3, 8):
+    assert layout.for_batch(tiny_model.CONFIG, batch_size) == Layout(
+        unrolled=True, transposed=True, columns=True, float32_columns=True)
+    assert layout.for_batch(bfloat16, batch_size) == Layout(
+        unrolled=True, transposed=True, float32_columns=True)
+  for config in (tiny_model.CONFIG, bfloat16):
+    assert layout.for_batch(config, 1) == layout

@@ -72,14 +72,18 @@ class Weights:
   embedding: the table step() gathers the tokens' rows from in place of the params' (e.g. a
     copy stored as the compute dtype's bits, kv_cache.as_bits); None: the params'.
   transposed: static; the matrices are stored [out, in] (else [in, out]).
+  columns: static, with transposed only; a float32 step keeps its residual stream as columns
+    and multiplies the weights on the left, as 16-bit steps of even batches always do
+    (in_columns).
   """
   layers: tuple
   unembedding: Any = None
   embedding: Any = None
   transposed: bool = dataclasses.field(default=False, metadata={"static": True})
+  columns: bool = dataclasses.field(default=False, metadata={"static": True})
 
 
-def split_layers(params, config, transposed=False):
+def split_layers(params, config, transposed=False, columns=False):
   """Per-layer weights as 2-D matrices in the compute dtype (a copy), for step(): a Weights.
 
   Each projection is stored [in, out] (transposed=False) or [out, in] (transposed=True); the
@@ -93,7 +97,11 @@ def split_layers(params, config, transposed=False):
     order); output [N*H, D]; gate_up [D, 2*F] (gate, then up); down [F, D] (each the other
     way round when transposed); query_bias [N*H], key_bias, value_bias [K*H], output_bias [D],
     query_norm, key_norm [H] when the model has them.
+  columns (with transposed): Weights.columns.
   """
+  if columns and not transposed:
+    raise ValueError("split_layers(columns=True) needs transposed=True: a step in columns "
+                     "multiplies [out, in] weights on the left.")
   dtype = config.compute_jnp_dtype
   embed_dim = config.embed_dim
   stacked = params["layers"]
@@ -122,7 +130,7 @@ def split_layers(params, config, transposed=False):
   unembedding = None
   if stored_transposed != transposed or stored.dtype != dtype:
     unembedding = (stored if stored_transposed == transposed else stored.T).astype(dtype)
-  return Weights(tuple(layers), unembedding, transposed=transposed)
+  return Weights(tuple(layers), unembedding, transposed=transposed, columns=columns)
 
 
 def _attend(query, keys, values, valid):
@@ -180,11 +188,14 @@ def _write(buffer, new, lengths, axis):
 
 
 def in_columns(config, batch_size, weights):
-  """Whether step() keeps the residual stream as columns [D, B]: a 16-bit step of an even
-  batch with weights stored [out, in] (every weight product is then W @ h, weights on the
-  left)."""
-  return (weights.transposed and jnp.dtype(config.compute_jnp_dtype).itemsize == 2 and
-          batch_size % 2 == 0)
+  """Whether step() keeps the residual stream as columns [D, B], every weight product then
+  being W @ h with the weights [out, in] on the left: with weights stored [out, in], a 16-bit
+  step of an even batch, and a float32 step where the Weights say so (Weights.columns)."""
+  if not weights.transposed:
+    return False
+  if jnp.dtype(config.compute_jnp_dtype).itemsize == 2:
+    return batch_size % 2 == 0
+  return weights.columns
 
 
 def step(params, weights, config, tokens, cache, advance=None, vocab_major=False):
@@ -214,9 +225,9 @@ def step(params, weights, config, tokens, cache, advance=None, vocab_major=False
   table = params if weights.embedding is None else {"embedding": weights.embedding}
   x = decoder.embed(table, config, tokens[:, None])[:, 0]  # [B, D]
 
-  # A 16-bit step in the [out, in] layout keeps the residual stream as columns [D, B]: every
-  # weight product is then W @ h (products.left) with no transposes but the two a layer needs
-  # around attention, which works on rows. Elsewhere rows [B, D] and products.matmul.
+  # A step in columns (in_columns) keeps the residual stream as [D, B]: every weight product
+  # is then W @ h (products.left) with no transposes but the two a layer needs around
+  # attention, which works on rows. Elsewhere rows [B, D] and products.matmul.
   transposed = weights.transposed
   columns = in_columns(config, batch_size, weights)
   features = 0 if columns else -1  # the feature axis of x and of the products' outputs

@@ -12,6 +12,7 @@ accumulates in float32 either way.
 Only the non-differentiated paths use it (prefill, decoding): the transpose of a dot that
 returns float32 takes a float32 cotangent, which would change the training step's backward.
 """
+import jax
 import jax.numpy as jnp
 
 
@@ -29,8 +30,9 @@ def matmul(x, w, transposed=False, out_dtype=None):
   right side at every call, which for the weights costs as much as the product itself, while
   it reads a left side as stored; packing x.T (a few rows) is nearly free. ~100M bfloat16
   shapes at batch 32: 12.7-14.3 ms against 23.4-24.1 ms for the same products the other way
-  round (docs/benchmarks.md). In float32 that form is 4x slower, so there the [out, in] side is
-  contracted on the right.
+  round (docs/benchmarks.md). In float32 that form is 4x slower on an Intel Xeon with AMX, so
+  here the [out, in] side is contracted on the right; on an AMD EPYC it is the fastest form,
+  and the sampler's layout has such steps keep their activations as columns (left).
   """
   w = w.astype(x.dtype)
   out_dtype = out_dtype or x.dtype
@@ -46,22 +48,26 @@ def left(w, columns, out_dtype=None):
   """w [out, in] @ columns [in, B], accumulated in float32, in out_dtype (default columns').
 
   The weights-on-the-left form of matmul's 16-bit [out, in] product, for callers that keep
-  their activations as columns (decode_step's 16-bit step) and so need no transposes.
+  their activations as columns (decode_step's steps in columns) and so need no transposes.
   """
   return jnp.dot(w.astype(columns.dtype), columns,
                  preferred_element_type=jnp.float32).astype(out_dtype or columns.dtype)
 
 
 def transpose(x):
-  """x.T for a 2-D x with an axis of even length, as an array of its own.
+  """x.T for a 2-D x, as an array of its own where an axis has even length.
 
   XLA folds a plain transpose into the dot that reads or makes it (contracting the right
   side's last axis, or swapping the sides), and a 16-bit dot in such a form leaves the matmul
   library: XLA converts both sides, the weights included, to float32, or for a float32 result
-  fails to run it. Transposed through a split of an even axis, the transpose stays a separate
-  copy (of a few rows here).
+  fails to run it; a float32 dot in such a form runs, in another (slower) form. Transposed
+  through a split of an even axis, the transpose stays a separate copy (of a few rows here).
+  With both axes odd (float32 steps only: 16-bit ones in columns have an even batch), x.T
+  behind a barrier, which keeps it out of the dot that makes x.
   """
   rows, width = x.shape
   if width % 2 == 0:
     return x.reshape(rows, 2, width // 2).transpose(1, 2, 0).reshape(width, rows)
-  return x.reshape(2, rows // 2, width).transpose(2, 0, 1).reshape(width, rows)
+  if rows % 2 == 0:
+    return x.reshape(2, rows // 2, width).transpose(2, 0, 1).reshape(width, rows)
+  return jax.lax.optimization_barrier(x).T

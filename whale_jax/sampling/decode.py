@@ -332,9 +332,9 @@ def decode(params, layers, config, slots, cancel, num_steps, stop_at_first_finis
 
   Args:
     params: the params tree.
-    layers: decode_step.split_layers(params, config, Layout.for_batch(...).transposed) (a
-      decode_step.Weights) for the unrolled cache, None for the stacked cache (module
-      docstring).
+    layers: decode_step.split_layers(params, config, transposed, columns) in the form
+      Layout.for_batch(...) picks (a decode_step.Weights) for the unrolled cache, None for
+      the stacked cache (module docstring).
     slots: slot state.
     cancel: [B] bool, slots to stop before the first step (e.g. a stop string was seen).
     num_steps: int32 scalar <= max_steps.

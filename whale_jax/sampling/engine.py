@@ -599,21 +599,21 @@ class Engine:
 
   def _prepared_layers(self, params, batch_layout):
     """decode_step.split_layers(params), made once per params version and weight layout
-    (batch_layout.transposed), gathering the embedding from _stored_weights' where it stores
-    bits; None for the stacked cache (not batch_layout.unrolled).
+    (batch_layout.transposed and .columns), gathering the embedding from _stored_weights'
+    where it stores bits; None for the stacked cache (not batch_layout.unrolled).
 
     Each is a copy of the layer weights that lives until the params change.
     """
     if not batch_layout.unrolled:
       return None
-    transposed = batch_layout.transposed
-    cached = self._layers.get(transposed)
+    form = (batch_layout.transposed, batch_layout.columns)
+    cached = self._layers.get(form)
     if cached is None or cached[0] is not params:
       self._layers = {key: value for key, value in self._layers.items()
                       if value[0] is params}  # drop copies of older params
-      cached = (params, self._call(functools.partial(self._functions.split_layers,
-                                                     transposed=transposed), params))
-      self._layers[transposed] = cached
+      cached = (params, self._call(functools.partial(
+          self._functions.split_layers, transposed=form[0], columns=form[1]), params))
+      self._layers[form] = cached
     if not self.layout.stores_bits(self.config):
       return cached[1]
     return dataclasses.replace(cached[1], embedding=self._stored_weights(params)["embedding"])

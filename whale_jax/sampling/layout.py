@@ -12,9 +12,11 @@ the sampler lays its work out differently from TPU and GPU, with the same number
               prefill fills, and, for plain decoders with 16-bit weights, a copy of the
               embedding and layer weights made once per params version (store_weights).
   transposed  the decode step's weights stored [out, in] (for_batch); a choice per slot batch
-              size and compute dtype, so for_batch() sets it and the engine's own layout
-              leaves it False. Which orientation XLA's CPU matmul library reads fastest
-              depends on the CPU as well (transposed_float32, picked by choose()).
+              size, so for_batch() sets it and the engine's own layout leaves it False.
+  columns     a float32 decode step keeps its activations as columns and multiplies those
+              [out, in] weights on the left (decode_step.Weights.columns; 16-bit steps of even
+              batches always do). Also per batch size (for_batch); which form XLA's CPU matmul
+              library runs fastest depends on the CPU (float32_columns, picked by choose()).
   row_loops   move KV between caches in a loop, one prefill row (insert) or cache block
               (prefill_with_prefix's saves) per step, instead of one scatter over all of them:
               XLA's CPU scatter moves every update (dropped ones too) through new buffers
@@ -41,14 +43,17 @@ class Layout:
   bits: bool = False
   transposed: bool = False
   row_loops: bool = False
-  transposed_float32: bool = True
+  columns: bool = False
+  float32_columns: bool = False
 
-  # transposed_float32: whether a float32 decode of several rows stores its weights [out, in]
-  # (for_batch). On an Intel Xeon with AMX, [out, in] contracted on the right was up to 1.7x
-  # faster at batch 32 (~100M shapes); on an AMD EPYC (Zen 4), [in, out] was faster at every
-  # size and batch measured (generate at batch 32: ~3M 1.08-1.17x, ~100M 1.05-1.20x; batch 8:
-  # ~3M 1.02-1.28x, ~100M 1.28x). docs/benchmarks.md, "Sampler throughput". A choice read
-  # from the CPU, never timed at run time: the same machine always runs the same programs.
+  # float32_columns: whether a float32 decode of several rows runs in columns (for_batch).
+  # On an Intel Xeon with AMX, [out, in] weights contracted on the right were up to 1.7x
+  # faster than [in, out] at batch 32 (~100M shapes), and on the left 4x slower
+  # (models/products.py). On an AMD EPYC (Zen 4), the left form in columns was the fastest:
+  # the ~100M decode step's products at batch 2-64 1.24-1.47x faster than [in, out] rows,
+  # which beat [out, in] contracted on the right (docs/benchmarks.md, "Sampler throughput").
+  # A choice read from the CPU, never timed at run time: the same machine always runs the
+  # same programs.
 
   @classmethod
   def choose(cls, config, platform, unrolled=None):
@@ -64,23 +69,24 @@ class Layout:
                        f"(model_type={config.model_type!r}); use unrolled=False.")
     cpu = platform == "cpu"
     return cls(unrolled=bool(unrolled), bits=cpu, row_loops=cpu,
-               transposed_float32=not (cpu and cpu_vendor() == "AuthenticAMD"))
+               float32_columns=cpu and cpu_vendor() == "AuthenticAMD")
 
   def for_batch(self, config, batch_size):
-    """This layout with transposed chosen for a decode of batch_size slots.
+    """This layout with transposed and columns chosen for a decode of batch_size slots.
 
-    Read by the unrolled decode (decode_step.Weights.transposed): [out, in] for more than one
-    row (in float32 only where transposed_float32), [in, out] for one. Every product takes its
-    inputs in the compute dtype and accumulates in float32 (products.matmul). A
-    matrix-vector product (one row) reads [in, out] fastest. With a few rows, 16-bit floats
-    are faster [out, in], as the left side of the product, which XLA's matmul library (AMX
-    where the CPU has it) reads without preparing a copy of the weights at every call (1.7-2x
-    at batch 8-64; docs/benchmarks.md); float32 contracts [out, in] on the right where
-    transposed_float32 (see there).
+    Read by the unrolled decode (decode_step.Weights.transposed and .columns): [out, in] for
+    more than one row, [in, out] for one. Every product takes its inputs in the compute dtype
+    and accumulates in float32 (products.matmul). A matrix-vector product (one row) reads
+    [in, out] fastest. With a few rows, 16-bit floats are faster [out, in], as the left side
+    of the product, which XLA's matmul library (AMX where the CPU has it) reads without
+    preparing a copy of the weights at every call (1.7-2x at batch 8-64; docs/benchmarks.md);
+    float32 takes them on the left as well where float32_columns, else contracts them on the
+    right (see there).
     """
     float32 = jnp.dtype(config.compute_jnp_dtype).itemsize == 4
-    return dataclasses.replace(
-        self, transposed=batch_size > 1 and (self.transposed_float32 or not float32))
+    transposed = batch_size > 1
+    return dataclasses.replace(self, transposed=transposed,
+                               columns=transposed and float32 and self.float32_columns)
 
   def stores_bits(self, config):
     """Whether the programs keep 16-bit floats as their bits (store_weights, the prefill

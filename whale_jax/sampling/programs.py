@@ -76,7 +76,7 @@ def programs(config, engine_config, layout, mesh=None, rules=None, device=None):
     layout.stores_bits), init_pool(num_blocks), grow_pool(pool, num_blocks), save_slots(pool, cache,
     rows, blocks, pages), insert(slots, prefilled, new), decode(params, layers, slots,
     cancel, num_steps, stop_early), relayout(slots, rows, cache_length),
-    split_layers(params, transposed=...), store_weights(params).
+    split_layers(params, transposed=..., columns=...), store_weights(params).
   """
   rules = rules_lib.SAMPLE_RULES if rules is None else rules
   return _programs(compiled_config(config), layout, engine_config.steps_per_call,
@@ -133,6 +133,7 @@ def _programs(config, layout, steps_per_call, num_stop_ids, mesh, rules_items, b
                                                               layout=layout)),
                        static_argnums=2, out_shardings=slot_shardings),
       split_layers=jax.jit(_counted("split_layers", functools.partial(
-          decode_step.split_layers, config=config)), static_argnames="transposed"),
+          decode_step.split_layers, config=config)),
+                           static_argnames=("transposed", "columns")),
       store_weights=jax.jit(_counted("store_weights", functools.partial(
           layout.store_weights, config=config))))
