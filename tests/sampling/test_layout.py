@@ -96,15 +96,21 @@ def test_for_batch_sets_only_transposed(intel):
   hash(layout.for_batch(tiny_model.CONFIG, 8))  # a static argument of the decode program
 
 
-def test_for_batch_with_float32_columns_puts_float32_batches_in_columns():
-  """columns: float32 decodes of several rows only (16-bit ones go in columns by
-  decode_step.in_columns' own rule, at even batch sizes)."""
+def test_for_batch_with_float32_columns_puts_large_float32_batches_in_columns():
+  """columns: float32 decodes of several rows of models with at least COLUMNS_MIN_BYTES of
+  weights; smaller float32 models keep [in, out] at every batch size, and 16-bit ones go
+  [out, in] (in columns by decode_step.in_columns' own rule, at even batch sizes)."""
   layout = Layout(unrolled=True, float32_columns=True)
-  bfloat16 = tiny_model.CONFIG.replace(param_dtype="bfloat16", compute_dtype="bfloat16")
+  small = tiny_model.CONFIG
+  large = small.replace(vocab_size=8192, embed_dim=1024)  # >= 32 MiB of float32
+  assert small.num_params() * 4 < layout_lib.COLUMNS_MIN_BYTES <= large.num_params() * 4
   for batch_size in (2, 3, 8):
-    assert layout.for_batch(tiny_model.CONFIG, batch_size) == Layout(
+    assert layout.for_batch(large, batch_size) == Layout(
         unrolled=True, transposed=True, columns=True, float32_columns=True)
-    assert layout.for_batch(bfloat16, batch_size) == Layout(
-        unrolled=True, transposed=True, float32_columns=True)
-  for config in (tiny_model.CONFIG, bfloat16):
+    assert layout.for_batch(small, batch_size) == layout
+    for config in (small, large):
+      assert layout.for_batch(config.replace(param_dtype="bfloat16", compute_dtype="bfloat16"),
+                              batch_size) == Layout(unrolled=True, transposed=True,
+                                                    float32_columns=True)
+  for config in (small, large, large.replace(compute_dtype="bfloat16")):
     assert layout.for_batch(config, 1) == layout

@@ -9,6 +9,7 @@ from tests.models import hf_fixtures
 from whale_jax.models import hf
 from whale_jax.sampling import Sampler
 from whale_jax.sampling import SamplingParams
+from whale_jax.sampling import layout as layout_lib
 from whale_jax.train import logprobs as train_logprobs
 
 NAMES = ["qwen3_tied", "qwen2_bias", "llama3_scaled", "qwen3_5_untied"]
@@ -46,6 +47,10 @@ def _transformers_greedy(model, tokens, mask):
 
 def test_greedy_matches_transformers_on_ragged_batch(checkpoint):
   model, _, _, sampler = checkpoint
+  _check_greedy(model, sampler)
+
+
+def _check_greedy(model, sampler):
   tokens, mask, prompts = _prompts(seed=4)
   expected = _transformers_greedy(model, tokens, mask)
   outs = sampler.generate(prompts, SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0,
@@ -57,6 +62,10 @@ def test_greedy_matches_transformers_on_ragged_batch(checkpoint):
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_logprobs_equal_trainer_logprobs(checkpoint, temperature):
   _, config, params, sampler = checkpoint
+  _check_logprobs(config, params, sampler, temperature)
+
+
+def _check_logprobs(config, params, sampler, temperature):
   atol = LOGPROB_ATOL.get(config.model_type, 1e-5)
   _, _, prompts = _prompts(seed=5)
   outs = sampler.generate(prompts, SamplingParams(max_tokens=NEW_TOKENS, temperature=temperature,
@@ -91,3 +100,28 @@ def test_reused_slots_start_clean(checkpoint):
                                                       ignore_eos=True))[0]
             for prompt in reversed(prompts)]
   np.testing.assert_array_equal([out.token_ids for out in reversed(outs)], expected)
+
+
+# The float32 decode forms Layout.for_batch picks on CPU, as (transposed, columns), with the
+# CPU vendor and columns threshold that pick each (set here, whatever this machine is).
+FLOAT32_FORMS = {"[in, out] rows": ("AuthenticAMD", 2**62, (False, False)),
+                 "[out, in] on the right": ("GenuineIntel", 0, (True, False)),
+                 "[out, in] on the left, in columns": ("AuthenticAMD", 0, (True, True))}
+
+
+@pytest.mark.parametrize("form", FLOAT32_FORMS)
+def test_every_float32_decode_form_matches_transformers_and_the_trainer(form, monkeypatch,
+                                                                        tmp_path):
+  """The engine's decode in each weight form a CPU may get (this machine runs one of them by
+  default): greedy tokens equal transformers', logprobs the trainer's."""
+  vendor, min_bytes, expected = FLOAT32_FORMS[form]
+  monkeypatch.setattr(layout_lib, "cpu_vendor", lambda: vendor)
+  monkeypatch.setattr(layout_lib, "COLUMNS_MIN_BYTES", min_bytes)
+  model = hf_fixtures.build("qwen3_tied", tmp_path)
+  config, params = hf.load_hf(str(tmp_path), dtype="float32")
+  with Sampler(config, params, max_slots=8, steps_per_call=8) as sampler:
+    for batch_size in (4, 8):  # the greedy and the logprob calls' slot batches
+      batch_layout = sampler.layout.for_batch(config, batch_size)
+      assert (batch_layout.transposed, batch_layout.columns) == expected
+    _check_greedy(model, sampler)
+    _check_logprobs(config, params, sampler, temperature=1.0)

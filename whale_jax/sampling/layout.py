@@ -36,6 +36,12 @@ from whale_jax.models import decode_step
 from whale_jax.models import kv_cache
 
 
+# float32 weights from which a float32_columns layout decodes in columns: about the L3 cache
+# of the AMD EPYC measured (32 MiB), between ~3M's 13 MB and a 384-wide model's ~140 MB
+# (whose products ran 1.10x faster in columns; ~100M's 1.34x).
+COLUMNS_MIN_BYTES = 32 * 2**20
+
+
 @dataclasses.dataclass(frozen=True)
 class Layout:
   """How the sampler's programs lay out weights and caches; hashable (a static argument)."""
@@ -46,14 +52,16 @@ class Layout:
   columns: bool = False
   float32_columns: bool = False
 
-  # float32_columns: whether a float32 decode of several rows runs in columns (for_batch).
-  # On an Intel Xeon with AMX, [out, in] weights contracted on the right were up to 1.7x
-  # faster than [in, out] at batch 32 (~100M shapes), and on the left 4x slower
-  # (models/products.py). On an AMD EPYC (Zen 4), the left form in columns was the fastest:
-  # the ~100M decode step's products at batch 2-64 1.24-1.47x faster than [in, out] rows,
-  # which beat [out, in] contracted on the right (docs/benchmarks.md, "Sampler throughput").
-  # A choice read from the CPU, never timed at run time: the same machine always runs the
-  # same programs.
+  # float32_columns: whether a float32 decode of several rows runs in columns where the
+  # weights are large (for_batch). On an Intel Xeon with AMX, [out, in] weights contracted on
+  # the right were up to 1.7x faster than [in, out] at batch 32 (~100M shapes), and on the
+  # left 4x slower (models/products.py). On an AMD EPYC (Zen 4, 32 MiB L3), the left form in
+  # columns was the fastest once the weights outgrow the cache (COLUMNS_MIN_BYTES): the ~100M
+  # decode step's products at batch 2-64 1.24-1.47x faster than [in, out] rows, which beat
+  # [out, in] contracted on the right; with ~3M's 13 MB of weights the two forms' products
+  # ran alike and generate was ~3% slower in columns. docs/benchmarks.md, "Sampler
+  # throughput". A choice read from the CPU and the model, never timed at run time: the same
+  # machine always runs the same programs.
 
   @classmethod
   def choose(cls, config, platform, unrolled=None):
@@ -80,13 +88,15 @@ class Layout:
     [in, out] fastest. With a few rows, 16-bit floats are faster [out, in], as the left side
     of the product, which XLA's matmul library (AMX where the CPU has it) reads without
     preparing a copy of the weights at every call (1.7-2x at batch 8-64; docs/benchmarks.md);
-    float32 takes them on the left as well where float32_columns, else contracts them on the
-    right (see there).
+    float32 contracts them on the right, or where float32_columns (see there) takes them on
+    the left, in columns, for models of at least COLUMNS_MIN_BYTES of float32 weights and
+    keeps smaller ones [in, out].
     """
-    float32 = jnp.dtype(config.compute_jnp_dtype).itemsize == 4
-    transposed = batch_size > 1
-    return dataclasses.replace(self, transposed=transposed,
-                               columns=transposed and float32 and self.float32_columns)
+    several = batch_size > 1
+    if jnp.dtype(config.compute_jnp_dtype).itemsize != 4 or not self.float32_columns:
+      return dataclasses.replace(self, transposed=several, columns=False)
+    columns = several and config.num_params() * 4 >= COLUMNS_MIN_BYTES
+    return dataclasses.replace(self, transposed=columns, columns=columns)
 
   def stores_bits(self, config):
     """Whether the programs keep 16-bit floats as their bits (store_weights, the prefill
