@@ -59,7 +59,7 @@ class Layout:
   # columns was the fastest once the weights outgrow the cache (COLUMNS_MIN_BYTES): the ~100M
   # decode step's products at batch 2-64 1.24-1.47x faster than [in, out] rows, which beat
   # [out, in] contracted on the right; with ~3M's 13 MB of weights the two forms' products
-  # ran alike and generate was ~3% slower in columns. docs/benchmarks.md, "Sampler
+  # ran alike and generate was ~4% slower in columns. docs/benchmarks.md, "Sampler
   # throughput". A choice read from the CPU and the model, never timed at run time: the same
   # machine always runs the same programs.
 
