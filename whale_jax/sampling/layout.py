@@ -37,8 +37,9 @@ from whale_jax.models import kv_cache
 
 
 # float32 weights from which a float32_columns layout decodes in columns: about the L3 cache
-# of the AMD EPYC measured (32 MiB), between ~3M's 13 MB and a 384-wide model's ~140 MB
-# (whose products ran 1.10x faster in columns; ~100M's 1.34x).
+# of the AMD EPYC measured (32 MiB), between ~3M's 13 MB (both forms' products alike) and
+# ~100M's 400 MB (1.34x faster in columns); at width 384 with a 32,000-token unembedding
+# (49 MB alone) columns were 1.10x faster.
 COLUMNS_MIN_BYTES = 32 * 2**20
 
 
